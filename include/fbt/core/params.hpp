@@ -1,0 +1,118 @@
+// fbt/core/params.hpp: the flat parameter store (llm.c's params_memory / grads_memory / m / v).
+//
+// One ParamSpec table {name, shape, offset} is the single source of truth for the layout, the
+// initialisation, the weight-decay mask and the checkpoint tensor names (spec section 8: Hugging Face
+// Qwen3 names, matrices stored (out, in) like nn.Linear). Four identically laid out buffers hold the
+// values, the gradients and the two AdamW moments. Layers keep only offsets into it.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "rng.hpp"
+#include "tensor.hpp"
+
+namespace fbt {
+
+/// How a parameter is initialised (spec sections 1, 2 and 9).
+enum class Init {
+  Normal,    ///< N(0, std^2)
+  Zeros,     ///< all 0
+  Ones,      ///< all 1 (norm gains)
+  Identity,  ///< square matrix I
+  ZeroIdentity,  ///< (D, 2D) matrix [0 | I] (the concat fuser)
+};
+
+struct ParamSpec {
+  std::string name;     ///< checkpoint name, e.g. "model.layers.0.self_attn.q_proj.weight"
+  Shape shape;          ///< (OC, C) for matrices, (C) for gains and biases
+  std::size_t offset;   ///< first element in the flat buffers
+  std::size_t size;     ///< number of elements
+  Init init;
+  double init_std;      ///< for Init::Normal
+  bool decay;           ///< AdamW weight decay applies (matrices only)
+};
+
+template <class T> class ParamStore {
+ public:
+  /// Register a tensor; returns its offset. Call before finalize().
+  std::size_t add(const std::string& name, Shape shape, Init init, double init_std = 0.0) {
+    FBT_ASSERT(!finalized_, "ParamStore::add(\"" + name + "\") after finalize()");
+    FBT_ASSERT(index_.count(name) == 0, "duplicate parameter name \"" + name + "\"");
+    for (auto d : shape) FBT_ASSERT(d > 0, "parameter \"" + name + "\" has a zero or negative dimension");
+    ParamSpec s{name, shape, total_, std::size_t(numel(shape)), init, init_std, shape.size() >= 2};
+    index_[name] = specs_.size();
+    specs_.push_back(s);
+    total_ += s.size;
+    return s.offset;
+  }
+  /// Allocate the four buffers (values, grads, AdamW m and v), all zero.
+  void finalize() {
+    value_.assign(total_, T(0));
+    grad_.assign(total_, T(0));
+    m_.assign(total_, T(0));
+    v_.assign(total_, T(0));
+    finalized_ = true;
+  }
+  /// Seeded initialisation of every tensor in registration order.
+  void init(std::uint64_t seed) {
+    FBT_ASSERT(finalized_, "ParamStore::init before finalize()");
+    Rng rng(seed);
+    for (const auto& s : specs_) {
+      T* p = value_.data() + s.offset;
+      switch (s.init) {
+        case Init::Normal:
+          for (std::size_t i = 0; i < s.size; ++i) p[i] = T(rng.normal(0.0, s.init_std));
+          break;
+        case Init::Zeros: std::fill(p, p + s.size, T(0)); break;
+        case Init::Ones: std::fill(p, p + s.size, T(1)); break;
+        case Init::Identity: {
+          FBT_ASSERT(s.shape.size() == 2 && s.shape[0] == s.shape[1], "Identity init needs a square matrix: " + s.name);
+          std::fill(p, p + s.size, T(0));
+          for (std::int64_t i = 0; i < s.shape[0]; ++i) p[i * s.shape[1] + i] = T(1);
+          break;
+        }
+        case Init::ZeroIdentity: {
+          FBT_ASSERT(s.shape.size() == 2 && s.shape[1] == 2 * s.shape[0], "[0 | I] init needs a (D, 2D) matrix: " + s.name);
+          std::fill(p, p + s.size, T(0));
+          for (std::int64_t i = 0; i < s.shape[0]; ++i) p[i * s.shape[1] + s.shape[0] + i] = T(1);
+          break;
+        }
+      }
+    }
+  }
+  void zero_grad() { std::fill(grad_.begin(), grad_.end(), T(0)); }
+
+  std::size_t size() const { return total_; }
+  const std::vector<ParamSpec>& specs() const { return specs_; }
+  bool has(const std::string& name) const { return index_.count(name) != 0; }
+  const ParamSpec& spec(const std::string& name) const {
+    auto it = index_.find(name);
+    FBT_ASSERT(it != index_.end(), "no parameter named \"" + name + "\"");
+    return specs_[it->second];
+  }
+  T* value(const std::string& n) { return value_.data() + spec(n).offset; }
+  const T* value(const std::string& n) const { return value_.data() + spec(n).offset; }
+  T* grad(const std::string& n) { return grad_.data() + spec(n).offset; }
+
+  // The flat buffers (size()).
+  T* values() { return value_.data(); }
+  const T* values() const { return value_.data(); }
+  T* grads() { return grad_.data(); }
+  const T* grads() const { return grad_.data(); }
+  T* adam_m() { return m_.data(); }
+  const T* adam_m() const { return m_.data(); }
+  T* adam_v() { return v_.data(); }
+  const T* adam_v() const { return v_.data(); }
+  long step = 0;  ///< AdamW step counter t (number of updates applied)
+
+ private:
+  std::vector<ParamSpec> specs_;
+  std::unordered_map<std::string, std::size_t> index_;
+  std::size_t total_ = 0;
+  bool finalized_ = false;
+  AlignedVector<T> value_, grad_, m_, v_;
+};
+
+}  // namespace fbt
