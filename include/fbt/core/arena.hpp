@@ -31,6 +31,13 @@ template <class T> class Arena {
     used_ = 0;
     layout(*this);
   }
+  /// Elements that `layout` would take, without allocating (what a step will need, said before it runs).
+  static std::size_t measure(const std::function<void(Arena&)>& layout) {
+    Arena a;
+    a.dry_ = true;
+    layout(a);
+    return a.used_;
+  }
   /// A slice of n elements (64-byte aligned); nullptr during the counting run.
   T* take(std::size_t n) {
     T* p = dry_ ? nullptr : buf_.data() + used_;

@@ -33,11 +33,12 @@ template <class T> inline CRowMap<T> cmat(const T* p, Eigen::Index r, Eigen::Ind
 template <class T> inline Span<T> vec(T* p, Eigen::Index n) { return Span<T>(p, n); }
 template <class T> inline CSpan<T> cvec(const T* p, Eigen::Index n) { return CSpan<T>(p, n); }
 /// Strided (r, c) view starting at p whose rows are `stride` elements apart.
-template <class T> inline RowMapS<T> smat(T* p, Eigen::Index r, Eigen::Index c, Eigen::Index stride) {
-  return RowMapS<T>(p, r, c, Eigen::OuterStride<>(stride));
+/// (stride defaults to c: a contiguous matrix as a strided view, so one kernel serves both.)
+template <class T> inline RowMapS<T> smat(T* p, Eigen::Index r, Eigen::Index c, Eigen::Index stride = -1) {
+  return RowMapS<T>(p, r, c, Eigen::OuterStride<>(stride < 0 ? c : stride));
 }
-template <class T> inline CRowMapS<T> csmat(const T* p, Eigen::Index r, Eigen::Index c, Eigen::Index stride) {
-  return CRowMapS<T>(p, r, c, Eigen::OuterStride<>(stride));
+template <class T> inline CRowMapS<T> csmat(const T* p, Eigen::Index r, Eigen::Index c, Eigen::Index stride = -1) {
+  return CRowMapS<T>(p, r, c, Eigen::OuterStride<>(stride < 0 ? c : stride));
 }
 /// Read-only view of a mutable map (Eigen has no implicit Map<M> -> Map<const M> conversion).
 template <class T> inline CRowMap<T> cview(const RowMap<T>& m) { return CRowMap<T>(m.data(), m.rows(), m.cols()); }

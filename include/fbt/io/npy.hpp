@@ -1,0 +1,237 @@
+// fbt/io/npy.hpp: read and write NumPy .npy files (activation dumps, test fixtures) via xtensor.
+//
+// The .npy format (numpy.lib.format, "NEP 1"): 6-byte magic "\x93NUMPY", 2 version bytes, a
+// little-endian header length (2 bytes in v1.0, 4 in v2.0), an ASCII Python dict such as
+// {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } padded with spaces and ending in '\n',
+// then the raw data. xt::dump_npy / xt::load_npy do the work; fbt reads the header itself first,
+// because xtensor's reader (0.24.3 to at least 0.27) reports errors as bare std::runtime_error without
+// the file name, does not notice truncated data, and mis-decodes header lengths whose low byte is
+// >= 0x80 (it sign-extends a char). Every failure here is an fbt::Error naming the file.
+// Writes go to `path + ".tmp"` and are renamed into place, so a crash never leaves half a file.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+#include "../config.hpp"
+#include "../core/tensor.hpp"
+#include "../detail/xtensor_compat.hpp"
+#include "../xt/views.hpp"
+
+namespace fbt {
+
+/// What load_npy returns: the shape (outermost axis first) and the elements in row-major order.
+template <class T> struct NpyArray {
+  Shape shape;
+  AlignedVector<T> data;  // (numel(shape))
+};
+
+namespace detail {
+
+/// The parsed preamble and header of a .npy file.
+struct NpyHeader {
+  int version = 1;             ///< major version: 1 or 2
+  std::string descr;           ///< dtype string, e.g. "<f4"
+  bool fortran_order = false;  ///< true: data is column-major
+  Shape shape;                 ///< outermost axis first
+  std::uint64_t data_offset = 0;  ///< first data byte
+  bool xt_len_ok = true;       ///< false: xtensor would mis-decode the header length (see file comment)
+};
+
+/// \brief The dtype string for T, e.g. "<f4" for float, "|u1" for uint8_t. It is xtensor's own
+/// builder, so this check and xt::load_npy's cast check always agree.
+template <class T> std::string npy_descr() {
+  return xt::detail::build_typestring<T>();
+}
+
+[[noreturn]] inline void npy_fail(const char* fn, const std::string& path, const std::string& what) {
+  throw Error(std::string("fbt::") + fn + ": '" + path + "': " + what);
+}
+
+inline std::string shape_str(const Shape& s) {  // Python tuple syntax: (2, 3), (5,), ()
+  std::string r = "(";
+  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + (s.size() == 1 ? ",)" : ")");
+}
+
+/// \brief Reads and validates the preamble and header dict; leaves `in` at the first data byte.
+/// Throws fbt::Error naming `path` for a short file, a bad magic, an unknown version or a bad dict.
+inline NpyHeader read_npy_header(std::istream& in, const std::string& path) {
+  auto bad = [&](const std::string& what) { npy_fail("load_npy", path, what + " (expected a valid .npy file)"); };
+  unsigned char pre[12];
+  in.read(reinterpret_cast<char*>(pre), 8);
+  if (in.gcount() != 8) bad("file is shorter than the 8-byte npy preamble");
+  if (std::string(reinterpret_cast<char*>(pre), 6) != "\x93NUMPY") bad("no \\x93NUMPY magic, not an npy file");
+  NpyHeader h;
+  h.version = pre[6];
+  if (!((pre[6] == 1 || pre[6] == 2) && pre[7] == 0))
+    bad("unsupported npy version " + std::to_string(pre[6]) + "." + std::to_string(pre[7]) + " (fbt reads 1.0 and 2.0)");
+  const int nlen = h.version == 1 ? 2 : 4;  // bytes of the little-endian header length
+  in.read(reinterpret_cast<char*>(pre + 8), nlen);
+  if (in.gcount() != nlen) bad("truncated before the header length");
+  std::uint32_t len = 0;
+  for (int i = nlen - 1; i >= 0; --i) len = (len << 8) | pre[8 + i];
+  // xtensor reads these bytes as signed char: all but the most significant must be < 0x80.
+  for (int i = 0; i + 1 < nlen; ++i) h.xt_len_ok = h.xt_len_ok && pre[8 + i] < 0x80;
+  h.data_offset = std::uint64_t(8 + nlen) + len;
+
+  std::string dict(len, '\0');
+  in.read(&dict[0], std::streamsize(len));
+  if (std::uint32_t(in.gcount()) != len) bad("truncated header (" + std::to_string(len) + " bytes announced)");
+  if (dict.empty() || dict.back() != '\n') bad("header does not end in a newline");
+
+  // Tiny parser for the three keys of the dict; any order, any spacing, as numpy accepts.
+  auto value_of = [&](const char* key) {
+    auto k = dict.find(std::string("'") + key + "'");
+    if (k == std::string::npos) bad(std::string("header has no '") + key + "' key: " + dict);
+    auto v = dict.find(':', k);
+    if (v == std::string::npos) bad(std::string("header key '") + key + "' has no value");
+    v = dict.find_first_not_of(' ', v + 1);
+    return v == std::string::npos ? dict.size() : v;
+  };
+  std::size_t p = value_of("descr");
+  char q = p < dict.size() ? dict[p] : 0;
+  auto e = (q == '\'' || q == '"') ? dict.find(q, p + 1) : std::string::npos;
+  if (e == std::string::npos) bad("header 'descr' is not a quoted string");
+  h.descr = dict.substr(p + 1, e - p - 1);
+
+  p = value_of("fortran_order");
+  if (dict.compare(p, 4, "True") == 0) h.fortran_order = true;
+  else if (dict.compare(p, 5, "False") == 0) h.fortran_order = false;
+  else bad("header 'fortran_order' is neither True nor False");
+
+  p = value_of("shape");
+  e = dict.find(')', p);
+  if (p >= dict.size() || dict[p] != '(' || e == std::string::npos) bad("header 'shape' is not a tuple");
+  for (std::size_t i = p + 1; i < e;) {  // "(2, 3)", "(5,)", "()"
+    i = dict.find_first_not_of(' ', i);
+    if (i >= e) break;
+    std::int64_t d = 0;
+    std::size_t j = i;
+    for (; j < e && dict[j] >= '0' && dict[j] <= '9'; ++j) {
+      if (d > (std::numeric_limits<std::int64_t>::max() - 9) / 10) bad("header 'shape' has a dimension too large");
+      d = 10 * d + (dict[j] - '0');
+    }
+    if (j == i) bad("header 'shape' is not a tuple of non-negative integers: " + dict.substr(p, e - p + 1));
+    h.shape.push_back(d);
+    j = dict.find_first_not_of(' ', j);
+    if (j < e && dict[j] != ',') bad("header 'shape' is not a tuple of non-negative integers: " + dict.substr(p, e - p + 1));
+    i = j + 1;
+  }
+  return h;
+}
+
+/// \brief Bytes of data a header promises, or max() when the product overflows (a corrupt header).
+template <class T> std::uint64_t npy_data_bytes(const Shape& shape) {
+  std::uint64_t n = sizeof(T);
+  for (auto d : shape) {
+    if (d != 0 && n > std::numeric_limits<std::uint64_t>::max() / std::uint64_t(d)) return std::numeric_limits<std::uint64_t>::max();
+    n *= std::uint64_t(d);
+  }
+  return n;
+}
+
+inline std::uint64_t stream_size(std::istream& in) {
+  in.clear();
+  in.seekg(0, std::ios::end);
+  return std::uint64_t(in.tellg());
+}
+
+}  // namespace detail
+
+/// \brief Loads a .npy file whose dtype is exactly T's (no conversion), in row-major order.
+/// \tparam T float, double, or another arithmetic type (its descr, e.g. '<f4', must match the file's)
+/// \return {shape, data}; a Fortran-order file is transposed into row-major order on load.
+/// Throws fbt::Error naming `path` if the file is missing, not npy, of another dtype, or truncated.
+template <class T> NpyArray<T> load_npy(const std::string& path) {
+  static_assert(std::is_arithmetic<T>::value, "load_npy<T>: T must be an arithmetic type");
+  const std::string want = detail::npy_descr<T>();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) detail::npy_fail("load_npy", path, "cannot open file (expected a .npy file of dtype '" + want + "')");
+  const detail::NpyHeader h = detail::read_npy_header(in, path);
+  if (h.descr != want)
+    detail::npy_fail("load_npy", path, "file has dtype '" + h.descr + "' but load_npy expects '" + want + "'");
+  // Check the size ourselves: xtensor would read a truncated file without complaint.
+  const std::uint64_t want_bytes = detail::npy_data_bytes<T>(h.shape);
+  const std::uint64_t file_bytes = detail::stream_size(in);
+  const std::uint64_t have_bytes = file_bytes - h.data_offset;  // data_offset <= file_bytes: header was read
+  if (have_bytes != want_bytes)
+    detail::npy_fail("load_npy", path, "header promises shape " + detail::shape_str(h.shape) + " of '" + want + "' (" +
+                                           std::to_string(want_bytes) + " data bytes) but the file holds " +
+                                           std::to_string(have_bytes) + (have_bytes < want_bytes ? " (truncated)" : ""));
+
+  NpyArray<T> out{h.shape, AlignedVector<T>(std::size_t(numel(h.shape)))};
+  auto dst = xt_view(out.data.data(), h.shape);  // row-major view of our buffer: assigning transposes F-order input
+  in.clear();
+  in.seekg(0);
+  try {
+    if (h.xt_len_ok) {
+      auto src = xt::load_npy<T>(in);  // owning adaptor, layout as in the file
+      if (!in || std::uint64_t(in.tellg()) != file_bytes || detail::to_xt_shape(h.shape) != src.shape())
+        detail::npy_fail("load_npy", path, "xtensor read the file differently from its header " + detail::shape_str(h.shape));
+      dst = src;
+    } else {  // header length xtensor mis-decodes: read the (already validated) data directly
+      AlignedVector<T> raw(out.data.size());
+      in.seekg(std::streamoff(h.data_offset));
+      in.read(reinterpret_cast<char*>(raw.data()), std::streamsize(want_bytes));
+      if (!in) detail::npy_fail("load_npy", path, "read error");
+      auto s = detail::to_xt_shape(h.shape);
+      const auto lay = h.fortran_order ? xt::layout_type::column_major : xt::layout_type::row_major;
+      dst = xt::adapt<xt::layout_type::dynamic>(raw.data(), raw.size(), xt::no_ownership(), s, lay);
+    }
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& ex) {  // xtensor's bare std::runtime_error, bad_alloc, ...
+    detail::npy_fail("load_npy", path, std::string("xtensor failed: ") + ex.what());
+  }
+  return out;
+}
+
+/// \brief Writes numel(shape) elements at `data`, row-major, as a C-order .npy file (atomic: tmp + rename).
+/// \param path  destination; `path + ".tmp"` is written first and renamed over it
+/// \param data  (numel(shape)) elements
+/// \param shape outermost axis first, e.g. {B, T, C}
+template <class T> void save_npy(const std::string& path, const T* data, const Shape& shape) {
+  static_assert(std::is_arithmetic<T>::value, "save_npy: T must be an arithmetic type");
+  const std::string tmp = path + ".tmp";
+  try {
+    xt::dump_npy(tmp, cxt_view(data, shape));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& ex) {
+    detail::npy_fail("save_npy", path, std::string("cannot write '") + tmp + "': " + ex.what());
+  }
+  // xt::dump_npy does not check its writes (e.g. a full disk): re-read the header and the size.
+  bool ok = false;
+  {
+    std::ifstream in(tmp, std::ios::binary);
+    if (in) {
+      try {
+        const auto h = detail::read_npy_header(in, tmp);
+        ok = h.shape == shape && detail::stream_size(in) == h.data_offset + detail::npy_data_bytes<T>(shape);
+      } catch (const Error&) {
+      }
+    }
+  }
+  if (!ok) {
+    std::remove(tmp.c_str());
+    detail::npy_fail("save_npy", path, "short or failed write to '" + tmp + "' (disk full?)");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    detail::npy_fail("save_npy", path, "cannot rename '" + tmp + "' into place");
+  }
+}
+
+/// \brief Saves a (rows, cols) row-major matrix as a 2-d .npy file.
+template <class T> void save_npy(const std::string& path, CRowMap<T> m) {
+  save_npy(path, m.data(), Shape{std::int64_t(m.rows()), std::int64_t(m.cols())});
+}
+/// \brief Saves a mutable (rows, cols) map (Eigen has no implicit RowMap -> CRowMap conversion).
+template <class T> void save_npy(const std::string& path, const RowMap<T>& m) { save_npy(path, cview(m)); }
+
+}  // namespace fbt

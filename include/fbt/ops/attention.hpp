@@ -1,0 +1,96 @@
+// fbt/ops/attention.hpp: causal grouped-query scaled dot-product attention (Vaswani et al. 2017;
+// GQA, Ainslie et al. 2023), with document masking for packed sequences.
+//
+// Per batch row b and query head h (key/value head kh = h / (NH / NKV), spec section 9):
+//   S = Q K^T / sqrt(hs)                      (T, T)
+//   A[t, s] = softmax over s in [first_t, t]   (0 elsewhere: causal and within t's document)
+//   O = A V                                   (T, hs)
+// Backward (dA = dO V^T):
+//   dS = A * (dA - rowsum(dA * A));  dQ += dS K / sqrt(hs);  dK += dS^T Q / sqrt(hs);  dV += A^T dO
+// `first` (B*T) gives, for each position, the first position of its document within the row (0 when
+// the row is one document): that is the whole of the document mask (spec invariant 6).
+// The probabilities A are kept (B, NH, T, T) for backward, as llm.c does.
+#pragma once
+
+#include <cmath>
+#include <limits>
+
+#include "../core/tensor.hpp"
+
+namespace fbt {
+
+struct AttnShape {
+  int B, T, NH, NKV, hs;
+};
+
+/// \brief out (B*T, NH*hs) = attention(q (B*T, NH*hs), k, v (B*T, NKV*hs)); att (B, NH, T, T) probabilities.
+template <class T>
+void attention_forward(RowMapS<T> out, T* att, CRowMapS<T> q, CRowMapS<T> k, CRowMapS<T> v, const int* first,
+                       const AttnShape& s) {
+  const int B = s.B, Tn = s.T, NH = s.NH, NKV = s.NKV, hs = s.hs, group = NH / NKV;
+  FBT_ASSERT(NKV > 0 && NH % NKV == 0, "attention_forward: NKV must divide NH");
+  FBT_ASSERT(q.rows() == Eigen::Index(B) * Tn && q.cols() == Eigen::Index(NH) * hs && k.cols() == Eigen::Index(NKV) * hs &&
+                 v.cols() == k.cols() && out.cols() == q.cols() && out.rows() == q.rows() && k.rows() == q.rows() && v.rows() == q.rows(),
+             "attention_forward: shape mismatch");
+  const T scale = T(1) / std::sqrt(T(hs));
+  for (int b = 0; b < B; ++b) {
+    const int* fb = first + std::size_t(b) * Tn;
+    for (int h = 0; h < NH; ++h) {
+      const int kh = h / group;
+      auto Q = csmat(q.data() + std::size_t(b) * Tn * q.outerStride() + h * hs, Tn, hs, q.outerStride());
+      auto K = csmat(k.data() + std::size_t(b) * Tn * k.outerStride() + kh * hs, Tn, hs, k.outerStride());
+      auto V = csmat(v.data() + std::size_t(b) * Tn * v.outerStride() + kh * hs, Tn, hs, v.outerStride());
+      auto O = smat(out.data() + std::size_t(b) * Tn * out.outerStride() + h * hs, Tn, hs, out.outerStride());
+      auto A = mat(att + (std::size_t(b) * NH + h) * Tn * Tn, Tn, Tn);
+      A.noalias() = (Q * K.transpose()) * scale;
+      for (int t = 0; t < Tn; ++t) {
+        const int f = fb[t];
+        auto row = A.row(t);
+        // numerically stable softmax over the allowed window [f, t]; zero outside it
+        const T mx = row.segment(f, t - f + 1).maxCoeff();
+        row.segment(f, t - f + 1) = (row.segment(f, t - f + 1).array() - mx).exp();
+        row.segment(f, t - f + 1) /= row.segment(f, t - f + 1).sum();
+        if (f > 0) row.head(f).setZero();
+        if (t + 1 < Tn) row.tail(Tn - t - 1).setZero();
+      }
+      O.noalias() = A * V;
+    }
+  }
+}
+
+/// \brief Accumulates dq, dk, dv from dout; needs att and the q, k, v of the same forward.
+/// scratch: T*T elements (dA / dS of one head), overwritten.
+template <class T>
+void attention_backward(RowMapS<T> dq, RowMapS<T> dk, RowMapS<T> dv, T* scratch, CRowMapS<T> dout, const T* att,
+                        CRowMapS<T> q, CRowMapS<T> k, CRowMapS<T> v, const AttnShape& s) {
+  const int B = s.B, Tn = s.T, NH = s.NH, NKV = s.NKV, hs = s.hs, group = NH / NKV;
+  FBT_ASSERT(dq.rows() == q.rows() && dq.cols() == q.cols() && dk.cols() == k.cols() && dv.cols() == v.cols() && dout.cols() == q.cols(),
+             "attention_backward: shape mismatch");
+  const T scale = T(1) / std::sqrt(T(hs));
+  auto dA = mat(scratch, Tn, Tn);
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < NH; ++h) {
+      const int kh = h / group;
+      const std::size_t r0 = std::size_t(b) * Tn;
+      auto Q = csmat(q.data() + r0 * q.outerStride() + h * hs, Tn, hs, q.outerStride());
+      auto K = csmat(k.data() + r0 * k.outerStride() + kh * hs, Tn, hs, k.outerStride());
+      auto V = csmat(v.data() + r0 * v.outerStride() + kh * hs, Tn, hs, v.outerStride());
+      auto dO = csmat(dout.data() + r0 * dout.outerStride() + h * hs, Tn, hs, dout.outerStride());
+      auto dQ = smat(dq.data() + r0 * dq.outerStride() + h * hs, Tn, hs, dq.outerStride());
+      auto dK = smat(dk.data() + r0 * dk.outerStride() + kh * hs, Tn, hs, dk.outerStride());
+      auto dV = smat(dv.data() + r0 * dv.outerStride() + kh * hs, Tn, hs, dv.outerStride());
+      auto A = cmat(att + (std::size_t(b) * NH + h) * Tn * Tn, Tn, Tn);
+      dV.noalias() += A.transpose() * dO;
+      dA.noalias() = dO * V.transpose();
+      // softmax backward, row by row: dS = A * (dA - <dA, A>); masked entries have A = 0, so dS = 0 there
+      for (int t = 0; t < Tn; ++t) {
+        const T dot = dA.row(t).dot(A.row(t));
+        dA.row(t) = A.row(t).cwiseProduct((dA.row(t).array() - dot).matrix());
+      }
+      dQ.noalias() += (dA * K) * scale;
+      dK.noalias() += (dA.transpose() * Q) * scale;
+    }
+  }
+}
+
+}  // namespace fbt

@@ -1,0 +1,45 @@
+// fbt/ops/linear.hpp: the bias-free linear map y = x W^T (PyTorch nn.Linear layout), and a bias.
+//
+// W is (OC, C) row-major. Every view is strided (RowMapS) so a half of a (D, 2D) fuser matrix, or one
+// head of a (BT, NH*hs) activation, is passed without a copy. Backward ACCUMULATES (llm.c convention):
+//   dinp += dout W        (N, C)  = (N, OC) (OC, C)
+//   dW   += dout^T inp    (OC, C) = (OC, N) (N, C)
+#pragma once
+
+#include "../core/tensor.hpp"
+
+namespace fbt {
+
+/// \brief out = inp W^T.  out (N, OC), inp (N, C), w (OC, C).
+template <class T> void linear_forward(RowMapS<T> out, CRowMapS<T> inp, CRowMapS<T> w) {
+  FBT_ASSERT(inp.cols() == w.cols() && out.rows() == inp.rows() && out.cols() == w.rows(), "linear_forward: shape mismatch");
+  out.noalias() = inp * w.transpose();
+}
+
+/// \brief out += inp W^T (accumulating form, for sums of projections).
+template <class T> void linear_forward_acc(RowMapS<T> out, CRowMapS<T> inp, CRowMapS<T> w) {
+  FBT_ASSERT(inp.cols() == w.cols() && out.rows() == inp.rows() && out.cols() == w.rows(), "linear_forward_acc: shape mismatch");
+  out.noalias() += inp * w.transpose();
+}
+
+/// \brief dinp += dout W; dw += dout^T inp. Pass a null-data dinp or dw to skip that gradient.
+template <class T>
+void linear_backward(RowMapS<T> dinp, RowMapS<T> dw, CRowMapS<T> dout, CRowMapS<T> inp, CRowMapS<T> w) {
+  FBT_ASSERT(dout.cols() == w.rows() && inp.cols() == w.cols() && dout.rows() == inp.rows(), "linear_backward: shape mismatch");
+  if (dinp.data() != nullptr) dinp.noalias() += dout * w;
+  if (dw.data() != nullptr) dw.noalias() += dout.transpose() * inp;
+}
+
+/// \brief out (N, OC) += b (OC) on every row.
+template <class T> void bias_forward(RowMapS<T> out, CSpan<T> b) {
+  FBT_ASSERT(out.cols() == b.size(), "bias_forward: shape mismatch");
+  out.rowwise() += b.transpose();
+}
+
+/// \brief db (OC) += column sums of dout (N, OC).
+template <class T> void bias_backward(Span<T> db, CRowMapS<T> dout) {
+  FBT_ASSERT(dout.cols() == db.size(), "bias_backward: shape mismatch");
+  db.noalias() += dout.colwise().sum().transpose();
+}
+
+}  // namespace fbt

@@ -1,0 +1,46 @@
+// fbt/ops/rmsnorm.hpp: RMSNorm (Zhang & Sennrich 2019), as in Llama/Qwen3.
+//
+//   rstd_n = 1 / sqrt(mean_c x_nc^2 + eps),   xhat = x * rstd,   y = xhat * w
+// Backward (per row; `dxhat = dy * w`):
+//   dw += sum_n dy * xhat
+//   dx += rstd * (dxhat - xhat * mean_c(dxhat * xhat))
+// The same kernel normalises each attention head (Qwen3 QK-norm): view (BT, NH*hs) as (BT*NH, hs).
+#pragma once
+
+#include <cmath>
+
+#include "../core/tensor.hpp"
+
+namespace fbt {
+
+/// \brief out = rmsnorm(inp) * w.  out, inp (N, C); rstd (N); w (C).
+template <class T> void rmsnorm_forward(RowMapS<T> out, Span<T> rstd, CRowMapS<T> inp, CSpan<T> w, T eps) {
+  FBT_ASSERT(out.rows() == inp.rows() && out.cols() == inp.cols() && w.size() == inp.cols() && rstd.size() == inp.rows(),
+             "rmsnorm_forward: shape mismatch");
+  const Eigen::Index C = inp.cols();
+  for (Eigen::Index n = 0; n < inp.rows(); ++n) {
+    const T r = T(1) / std::sqrt(inp.row(n).squaredNorm() / T(C) + eps);
+    rstd[n] = r;
+    out.row(n) = (inp.row(n) * r).cwiseProduct(w.transpose());
+  }
+}
+
+/// \brief Accumulates dinp (N, C) and dw (C); needs rstd from the forward of the same inp.
+/// A null-data dw skips the gain gradient.
+template <class T>
+void rmsnorm_backward(RowMapS<T> dinp, Span<T> dw, CRowMapS<T> dout, CRowMapS<T> inp, CSpan<T> w, CSpan<T> rstd) {
+  FBT_ASSERT(dinp.rows() == inp.rows() && dinp.cols() == inp.cols() && dout.rows() == inp.rows() && dout.cols() == inp.cols(),
+             "rmsnorm_backward: shape mismatch");
+  const Eigen::Index C = inp.cols();
+  for (Eigen::Index n = 0; n < inp.rows(); ++n) {
+    const T r = rstd[n];
+    // two row reductions: dw's contribution and the projection of dxhat on xhat
+    const auto xhat = (inp.row(n) * r).eval();
+    const auto dxhat = dout.row(n).cwiseProduct(w.transpose()).eval();
+    if (dw.data() != nullptr) dw.transpose() += dout.row(n).cwiseProduct(xhat);
+    const T proj = dxhat.dot(xhat) / T(C);
+    dinp.row(n) += r * (dxhat - xhat * proj);
+  }
+}
+
+}  // namespace fbt

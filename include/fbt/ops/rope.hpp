@@ -1,0 +1,74 @@
+// fbt/ops/rope.hpp: rotary position embedding, rotate-half convention (Su et al. 2021; HF Llama/Qwen3).
+//
+// For each head vector x (hs) at position p, with half = hs/2 and freq_i = theta^(-2i/hs):
+//   y_i        = x_i cos(p f_i) - x_{i+half} sin(p f_i)
+//   y_{i+half} = x_{i+half} cos(p f_i) + x_i sin(p f_i)
+// The map is a rotation R(p), so backward is dx += R(p)^T dy. Positions count from 0 (spec section 9).
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "../core/tensor.hpp"
+
+namespace fbt {
+
+/// Precomputed cos/sin tables (max_pos, hs/2), computed in double then rounded to T.
+template <class T> struct RopeTable {
+  int max_pos = 0, half = 0;
+  std::vector<T> cos_, sin_;  // (max_pos, half)
+  RopeTable() = default;
+  RopeTable(int max_pos_, int hs, double theta) : max_pos(max_pos_), half(hs / 2) {
+    FBT_ASSERT(hs % 2 == 0, "RoPE needs an even head_dim, got " + std::to_string(hs));
+    cos_.resize(std::size_t(max_pos) * half);
+    sin_.resize(std::size_t(max_pos) * half);
+    for (int p = 0; p < max_pos; ++p)
+      for (int i = 0; i < half; ++i) {
+        const double f = std::pow(theta, -2.0 * i / hs), a = p * f;
+        cos_[std::size_t(p) * half + i] = T(std::cos(a));
+        sin_[std::size_t(p) * half + i] = T(std::sin(a));
+      }
+  }
+};
+
+/// \brief out = R(pos) inp for every head.  out, inp (N, NH*hs); pos (N). out may alias inp.
+template <class T>
+void rope_forward(RowMapS<T> out, CRowMapS<T> inp, const int* pos, const RopeTable<T>& tab, int NH) {
+  const int half = tab.half, hs = 2 * half;
+  FBT_ASSERT(inp.cols() == Eigen::Index(NH) * hs && out.rows() == inp.rows() && out.cols() == inp.cols(), "rope_forward: shape mismatch");
+  for (Eigen::Index n = 0; n < inp.rows(); ++n) {
+    FBT_ASSERT(pos[n] >= 0 && pos[n] < tab.max_pos, "rope_forward: position " + std::to_string(pos[n]) + " outside the table");
+    const T* c = tab.cos_.data() + std::size_t(pos[n]) * half;
+    const T* s = tab.sin_.data() + std::size_t(pos[n]) * half;
+    for (int h = 0; h < NH; ++h) {
+      const T* x = inp.data() + n * inp.outerStride() + h * hs;
+      T* y = out.data() + n * out.outerStride() + h * hs;
+      for (int i = 0; i < half; ++i) {
+        const T x1 = x[i], x2 = x[i + half];  // read both first: out may alias inp
+        y[i] = x1 * c[i] - x2 * s[i];
+        y[i + half] = x2 * c[i] + x1 * s[i];
+      }
+    }
+  }
+}
+
+/// \brief dinp += R(pos)^T dout.  dinp, dout (N, NH*hs).
+template <class T>
+void rope_backward(RowMapS<T> dinp, CRowMapS<T> dout, const int* pos, const RopeTable<T>& tab, int NH) {
+  const int half = tab.half, hs = 2 * half;
+  FBT_ASSERT(dout.cols() == Eigen::Index(NH) * hs && dinp.rows() == dout.rows() && dinp.cols() == dout.cols(), "rope_backward: shape mismatch");
+  for (Eigen::Index n = 0; n < dout.rows(); ++n) {
+    const T* c = tab.cos_.data() + std::size_t(pos[n]) * half;
+    const T* s = tab.sin_.data() + std::size_t(pos[n]) * half;
+    for (int h = 0; h < NH; ++h) {
+      const T* dy = dout.data() + n * dout.outerStride() + h * hs;
+      T* dx = dinp.data() + n * dinp.outerStride() + h * hs;
+      for (int i = 0; i < half; ++i) {
+        dx[i] += dy[i] * c[i] + dy[i + half] * s[i];
+        dx[i + half] += -dy[i] * s[i] + dy[i + half] * c[i];
+      }
+    }
+  }
+}
+
+}  // namespace fbt

@@ -1,0 +1,233 @@
+// tests/io/test_npy.cpp: fbt::save_npy / fbt::load_npy (xtensor's npy I/O behind fbt's checks).
+//
+// Round trips in float and double for 1-d, 2-d and 3-d shapes; the exact header bytes numpy expects;
+// and the failures that must be an fbt::Error naming the file (missing, wrong dtype, truncated,
+// not npy). Files with Fortran order and with long headers (which xtensor alone mis-reads) are built
+// by hand. No numpy needed.
+#include <gtest/gtest.h>
+
+#include <fbt/io/npy.hpp>
+
+#include <cctype>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory per test, removed afterwards.
+class Npy : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = std::string(info->test_suite_name()) + "_" + info->name();  // "NpyRoundTrip/0_..."
+    for (char& c : name) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    dir_ = fs::path(::testing::TempDir()) / ("fbt_npy_" + std::to_string(::getpid()) + "_" + name);
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  fs::path dir_;
+};
+
+std::string read_bytes(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Writes a v1.0 .npy file with the given dict text and raw data, padded like numpy (total % 64 == 0).
+void write_raw_npy(const std::string& p, std::string dict, const void* data, std::size_t nbytes) {
+  dict += std::string(63 - (10 + dict.size()) % 64, ' ') + "\n";
+  const auto len = std::uint16_t(dict.size());
+  std::ofstream out(p, std::ios::binary);
+  out.write("\x93NUMPY\x01\x00", 8);
+  out.put(char(len & 0xff)).put(char(len >> 8));
+  out << dict;
+  out.write(static_cast<const char*>(data), std::streamsize(nbytes));
+}
+
+// EXPECT that `stmt` throws fbt::Error whose message contains every string in `parts`.
+#define EXPECT_FBT_ERROR(stmt, ...)                                                   \
+  do {                                                                                \
+    try {                                                                             \
+      stmt;                                                                           \
+      ADD_FAILURE() << #stmt " did not throw";                                        \
+    } catch (const fbt::Error& e) {                                                   \
+      for (const std::string& part : std::initializer_list<std::string>{__VA_ARGS__}) \
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos)                \
+            << "message \"" << e.what() << "\" lacks \"" << part << "\"";             \
+    } catch (const std::exception& e) {                                               \
+      ADD_FAILURE() << #stmt " threw a non-fbt exception: " << e.what();              \
+    }                                                                                 \
+  } while (0)
+
+template <class T> class NpyRoundTrip : public Npy {};
+using Scalars = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(NpyRoundTrip, Scalars);
+
+TYPED_TEST(NpyRoundTrip, PreservesShapeAndValues) {
+  using T = TypeParam;
+  for (const fbt::Shape& shape : {fbt::Shape{7}, fbt::Shape{2, 3}, fbt::Shape{2, 3, 4}}) {
+    std::vector<T> x(std::size_t(fbt::numel(shape)));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = T(0.25) * T(i) - T(1) / T(3);
+    const std::string p = this->path("x" + std::to_string(shape.size()) + ".npy");
+    fbt::save_npy(p, x.data(), shape);
+    EXPECT_FALSE(fs::exists(p + ".tmp"));
+
+    auto [s, y] = fbt::load_npy<T>(p);
+    EXPECT_EQ(s, shape);
+    ASSERT_EQ(y.size(), x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) EXPECT_EQ(y[i], x[i]) << "element " << i;  // bit-exact
+  }
+}
+
+TYPED_TEST(NpyRoundTrip, MatrixOverloadsSaveRowMajor) {
+  using T = TypeParam;
+  std::vector<T> buf = {1, 2, 3, 4, 5, 6};
+  auto m = fbt::mat(buf.data(), 2, 3);  // (2, 3)
+  fbt::save_npy(this->path("m.npy"), m);
+  fbt::save_npy(this->path("cm.npy"), fbt::cmat(buf.data(), 3, 2));  // (3, 2)
+  auto a = fbt::load_npy<T>(this->path("m.npy"));
+  auto b = fbt::load_npy<T>(this->path("cm.npy"));
+  EXPECT_EQ(a.shape, (fbt::Shape{2, 3}));
+  EXPECT_EQ(b.shape, (fbt::Shape{3, 2}));
+  EXPECT_EQ(std::vector<T>(a.data.begin(), a.data.end()), buf);
+  EXPECT_EQ(fbt::cmat(b.data.data(), 3, 2)(2, 1), T(6));
+}
+
+TEST_F(Npy, HeaderBytesAreWhatNumpyExpects) {
+  const float x[6] = {0, 1, 2, 3, 4, 5};
+  const std::string p = path("h.npy");
+  fbt::save_npy(p, x, {2, 3});
+  const std::string b = read_bytes(p);
+  ASSERT_GE(b.size(), 10u);
+  EXPECT_EQ(b.substr(0, 6), "\x93NUMPY");
+  EXPECT_EQ(b[6], '\x01');  // version 1.0
+  EXPECT_EQ(b[7], '\x00');
+  const std::size_t len = std::uint8_t(b[8]) | std::size_t(std::uint8_t(b[9])) << 8;  // little-endian
+  const std::size_t offset = 10 + len;
+  EXPECT_EQ(offset % 16, 0u) << "npy requires the data to start 16-byte aligned";
+  ASSERT_EQ(b.size(), offset + 6 * sizeof(float));
+  const std::string dict = b.substr(10, len);
+  EXPECT_EQ(dict.rfind("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 0), 0u) << dict;
+  EXPECT_EQ(dict.back(), '\n');
+  EXPECT_EQ(dict.find_first_not_of(' ', dict.find('}') + 1), dict.size() - 1) << "padding must be spaces";
+  EXPECT_EQ(std::memcmp(b.data() + offset, x, sizeof x), 0);
+
+  fbt::save_npy(path("d.npy"), std::vector<double>(5).data(), {5});
+  EXPECT_NE(read_bytes(path("d.npy")).find("{'descr': '<f8', 'fortran_order': False, 'shape': (5,), }"),
+            std::string::npos);
+}
+
+TEST_F(Npy, SaveOverwritesAtomically) {
+  const double a[2] = {1, 2}, b[3] = {3, 4, 5};
+  const std::string p = path("o.npy");
+  fbt::save_npy(p, a, {2});
+  fbt::save_npy(p, b, {3});
+  EXPECT_EQ(fbt::load_npy<double>(p).shape, fbt::Shape{3});
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);  // no .tmp left
+}
+
+TEST_F(Npy, MissingFileThrowsNamingIt) {
+  const std::string p = path("does_not_exist.npy");
+  EXPECT_FBT_ERROR(fbt::load_npy<float>(p), p, "cannot open", "'<f4'");
+}
+
+TEST_F(Npy, DtypeMismatchThrowsNamingFileAndBothDtypes) {
+  const double x[4] = {1, 2, 3, 4};
+  const std::string p = path("f64.npy");
+  fbt::save_npy(p, x, {4});
+  EXPECT_FBT_ERROR(fbt::load_npy<float>(p), p, "'<f8'", "'<f4'");
+  EXPECT_EQ(fbt::load_npy<double>(p).data[3], 4.0);
+}
+
+TEST_F(Npy, TruncatedDataThrowsNamingFile) {
+  std::vector<float> x(12, 1.0f);
+  const std::string p = path("t.npy");
+  fbt::save_npy(p, x.data(), {3, 4});
+  fs::resize_file(p, fs::file_size(p) - 5);
+  EXPECT_FBT_ERROR(fbt::load_npy<float>(p), p, "truncated", "(3, 4)");
+}
+
+TEST_F(Npy, TruncatedHeaderThrowsNamingFile) {
+  const float x[3] = {1, 2, 3};
+  const std::string p = path("th.npy");
+  fbt::save_npy(p, x, {3});
+  fs::resize_file(p, 40);  // inside the header dict
+  EXPECT_FBT_ERROR(fbt::load_npy<float>(p), p, "truncated header");
+  fs::resize_file(p, 4);  // inside the magic
+  EXPECT_FBT_ERROR(fbt::load_npy<float>(p), p, "preamble");
+}
+
+TEST_F(Npy, NotAnNpyFileThrowsNamingFile) {
+  const std::string p = path("text.npy");
+  std::ofstream(p) << "hello, this is not a numpy file\n";
+  EXPECT_FBT_ERROR(fbt::load_npy<float>(p), p, "magic");
+
+  const float x[2] = {1, 2};
+  const std::string q = path("badshape.npy");
+  write_raw_npy(q, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, x), }", x, sizeof x);
+  EXPECT_FBT_ERROR(fbt::load_npy<float>(q), q, "'shape'");
+}
+
+TEST_F(Npy, TrailingBytesThrow) {
+  const float x[3] = {1, 2, 3};
+  const std::string p = path("long.npy");
+  write_raw_npy(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", x, sizeof x);
+  EXPECT_FBT_ERROR(fbt::load_npy<float>(p), p, "(2,)", "8 data bytes", "holds 12");
+}
+
+TEST_F(Npy, FortranOrderFileLoadsRowMajor) {
+  // numpy's np.save(p, a.T) for a C-order a writes fortran_order True: column-major data.
+  const double colmajor[6] = {0, 3, 1, 4, 2, 5};  // the (2, 3) matrix [[0 1 2] [3 4 5]] by columns
+  const std::string p = path("f.npy");
+  write_raw_npy(p, "{'descr': '<f8', 'fortran_order': True, 'shape': (2, 3), }", colmajor, sizeof colmajor);
+  auto [s, y] = fbt::load_npy<double>(p);
+  EXPECT_EQ(s, (fbt::Shape{2, 3}));
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(y[std::size_t(i)], double(i));
+}
+
+TEST_F(Npy, LongHeaderRoundTrips) {
+  // 30 axes push the header length to 182 = 0xB6, a low byte >= 0x80 that xtensor's reader
+  // sign-extends; fbt reads such files itself. Shape (2, 1, 1, ..., 1, 3): 6 elements.
+  fbt::Shape shape(30, 1);
+  shape.front() = 2;
+  shape.back() = 3;
+  const float x[6] = {1, 2, 3, 4, 5, 6};
+  const std::string p = path("deep.npy");
+  fbt::save_npy(p, x, shape);
+  const std::string b = read_bytes(p);
+  ASSERT_GE(std::uint8_t(b[8]), 0x80) << "test no longer exercises the long-header path";
+  auto [s, y] = fbt::load_npy<float>(p);
+  EXPECT_EQ(s, shape);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(y[std::size_t(i)], x[i]);
+
+  // The same with Fortran order: a long header and a transpose.
+  const float colmajor[6] = {1, 4, 2, 5, 3, 6};
+  std::string dict = "{'descr': '<f4', 'fortran_order': True, 'shape': (2, ";
+  for (int i = 0; i < 28; ++i) dict += "1, ";
+  dict += "3), }";
+  write_raw_npy(path("deepf.npy"), dict, colmajor, sizeof colmajor);
+  ASSERT_GE(std::uint8_t(read_bytes(path("deepf.npy"))[8]), 0x80);
+  auto f = fbt::load_npy<float>(path("deepf.npy"));
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(f.data[std::size_t(i)], x[i]);
+}
+
+TEST_F(Npy, SaveIntoMissingDirectoryThrowsNamingFile) {
+  const float x[1] = {1};
+  const std::string p = path("no/such/dir/x.npy");
+  EXPECT_FBT_ERROR(fbt::save_npy(p, x, {1}), p);
+}
+
+}  // namespace
