@@ -11,6 +11,7 @@ namespace fbt_test {
 
 struct PassRun {
   std::vector<double> loss;                  // (K) mean CE per pass
+  std::vector<std::vector<double>> x0;       // (K) layer-0 input X (N*D) per pass
   std::vector<std::vector<double>> hf;       // (K) final-norm output (N*D) per pass
   std::vector<std::vector<double>> source;   // (K) state each pass feeds to the next (N*D)
 };
@@ -35,6 +36,7 @@ PassRun run_passes(fbt::Model<T>& m, const fbt::Batch& b, int K, const std::vect
       const std::vector<T>& src = (fixed && !(*fixed)[j].empty()) ? (*fixed)[j] : prev;
       m.fused_input(w, p, src.data(), nullptr, prefix ? prefix->data() + std::size_t(j) * b.B : nullptr);
     }
+    r.x0.emplace_back(p.res[0], p.res[0] + std::size_t(N) * D);
     m.stack_forward(w, p);
     r.hf.emplace_back(p.hf, p.hf + std::size_t(N) * D);
     const T* s = m.source_state(p);

@@ -1,0 +1,127 @@
+// The flat parameter store and the model's name table (spec sections 1, 2, 8, 9): Qwen3 checkpoint names,
+// (out, in) shapes, the seeded init (normal 0.02; o_proj and down_proj 0.02/sqrt(2L); norms 1; fuser inits),
+// the weight-decay mask (matrices only).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "fbt/model/model.hpp"
+
+using namespace fbt;
+
+namespace {
+
+double sample_std(const double* p, std::size_t n) {
+  double s = 0, ss = 0;
+  for (std::size_t i = 0; i < n; ++i) s += p[i], ss += p[i] * p[i];
+  const double m = s / n;
+  return std::sqrt(ss / n - m * m);
+}
+
+TEST(ParamStore, RefusesDuplicatesAndZeroDims) {
+  ParamStore<float> ps;
+  ps.add("a", {2, 3}, Init::Normal, 0.02);
+  EXPECT_THROW(ps.add("a", {2}, Init::Ones), Error);
+  EXPECT_THROW(ps.add("b", {0, 3}, Init::Ones), Error);
+  ps.finalize();
+  EXPECT_THROW(ps.add("c", {2}, Init::Ones), Error);
+  EXPECT_THROW(ps.spec("nope"), Error);
+}
+
+TEST(ParamStore, LayoutIsFlatAndContiguous) {
+  ParamStore<double> ps;
+  EXPECT_EQ(ps.add("w", {4, 3}, Init::Normal, 1.0), 0u);
+  EXPECT_EQ(ps.add("g", {3}, Init::Ones), 12u);
+  ps.finalize();
+  EXPECT_EQ(ps.size(), 15u);
+  EXPECT_TRUE(ps.spec("w").decay);
+  EXPECT_FALSE(ps.spec("g").decay);
+  ps.init(1);
+  EXPECT_EQ(ps.value("g")[2], 1.0);
+  std::vector<double> first(ps.values(), ps.values() + 15);
+  ps.init(1);
+  EXPECT_EQ(std::vector<double>(ps.values(), ps.values() + 15), first) << "seeded init is deterministic";
+  ps.init(2);
+  EXPECT_NE(std::vector<double>(ps.values(), ps.values() + 15), first);
+}
+
+TEST(ModelParams, UseQwen3NamesAndShapes) {
+  ModelConfig c;
+  c.hidden_size = 32, c.num_hidden_layers = 2, c.num_attention_heads = 4, c.num_key_value_heads = 2, c.intermediate_size = 48;
+  c.vocab_size = 50;
+  Model<double> m(c, 0);
+  std::set<std::string> names;
+  for (const auto& s : m.params.specs()) names.insert(s.name);
+  const std::set<std::string> expected = {
+      "model.embed_tokens.weight", "model.norm.weight", "model.feedback.in_norm.weight", "model.feedback.w_u.weight",
+      "model.feedback.w_g.weight", "model.feedback.gate_norm.weight",
+      "model.layers.0.input_layernorm.weight", "model.layers.0.post_attention_layernorm.weight",
+      "model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight", "model.layers.0.self_attn.v_proj.weight",
+      "model.layers.0.self_attn.o_proj.weight", "model.layers.0.self_attn.q_norm.weight", "model.layers.0.self_attn.k_norm.weight",
+      "model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.weight", "model.layers.0.mlp.down_proj.weight",
+      "model.layers.1.input_layernorm.weight", "model.layers.1.post_attention_layernorm.weight",
+      "model.layers.1.self_attn.q_proj.weight", "model.layers.1.self_attn.k_proj.weight", "model.layers.1.self_attn.v_proj.weight",
+      "model.layers.1.self_attn.o_proj.weight", "model.layers.1.self_attn.q_norm.weight", "model.layers.1.self_attn.k_norm.weight",
+      "model.layers.1.mlp.gate_proj.weight", "model.layers.1.mlp.up_proj.weight", "model.layers.1.mlp.down_proj.weight"};
+  EXPECT_EQ(names, expected);
+  EXPECT_EQ(m.params.spec("model.layers.1.self_attn.k_proj.weight").shape, (Shape{16, 32}));  // (out, in)
+  EXPECT_EQ(m.params.spec("model.layers.1.mlp.down_proj.weight").shape, (Shape{32, 48}));
+  EXPECT_EQ(m.params.spec("model.layers.1.self_attn.q_norm.weight").shape, (Shape{8}));
+  c.tie_word_embeddings = false;
+  c.fuser = "none";
+  Model<double> u(c, 0);
+  EXPECT_TRUE(u.params.has("lm_head.weight"));
+  EXPECT_FALSE(u.params.has("model.feedback.in_norm.weight"));
+  c.fuser = "gated_add";
+  Model<double> g(c, 0);
+  EXPECT_EQ(g.params.spec("model.feedback.w_g.weight").shape, (Shape{32, 64}));
+  EXPECT_EQ(g.params.spec("model.feedback.w_g.bias").shape, (Shape{32}));
+  EXPECT_TRUE(g.params.has("model.feedback.state_norm.weight"));
+  c.fuser = "concat";
+  Model<double> cc(c, 0);
+  EXPECT_EQ(cc.params.spec("model.feedback.w_c.weight").shape, (Shape{32, 64}));
+}
+
+TEST(ModelParams, InitFollowsTheSpec) {
+  ModelConfig c;
+  c.hidden_size = 128, c.num_hidden_layers = 8, c.intermediate_size = 256;
+  Model<double> m(c, 3);
+  const auto& q = m.params.spec("model.layers.3.self_attn.q_proj.weight");
+  const auto& o = m.params.spec("model.layers.3.self_attn.o_proj.weight");
+  const auto& d = m.params.spec("model.layers.3.mlp.down_proj.weight");
+  EXPECT_NEAR(sample_std(m.params.values() + q.offset, q.size), 0.02, 0.002);
+  EXPECT_NEAR(sample_std(m.params.values() + o.offset, o.size), 0.02 / std::sqrt(16.0), 0.0005);
+  EXPECT_NEAR(sample_std(m.params.values() + d.offset, d.size), 0.02 / std::sqrt(16.0), 0.0005);
+  for (const char* g : {"model.norm.weight", "model.layers.0.input_layernorm.weight", "model.feedback.in_norm.weight",
+                        "model.feedback.gate_norm.weight", "model.layers.0.self_attn.k_norm.weight"})
+    EXPECT_EQ(m.params.value(g)[5], 1.0) << g;
+  // glu: W_U = I, W_G ~ N(0, 1e-6 / D)
+  const double* wu = m.params.value("model.feedback.w_u.weight");
+  for (int i = 0; i < 128; ++i)
+    for (int j = 0; j < 128; ++j) ASSERT_EQ(wu[i * 128 + j], i == j ? 1.0 : 0.0);
+  const auto& wg = m.params.spec("model.feedback.w_g.weight");
+  EXPECT_NEAR(sample_std(m.params.values() + wg.offset, wg.size), std::sqrt(1e-6 / 128), 0.05 * std::sqrt(1e-6 / 128));
+  // knobs
+  c.glu_init = "identity_both";
+  Model<double> ib(c, 3);
+  EXPECT_EQ(ib.params.value("model.feedback.w_g.weight")[129], 1.0);
+  c.glu_init = "fan_in";
+  Model<double> fi(c, 3);
+  const auto& fg = fi.params.spec("model.feedback.w_g.weight");
+  EXPECT_NEAR(sample_std(fi.params.values() + fg.offset, fg.size), 1.0 / std::sqrt(128.0), 0.01);
+  // concat: [0 | I]; gated_add: W_s = 0
+  c.glu_init = "default";
+  c.fuser = "concat";
+  Model<double> cc(c, 3);
+  const double* wc = cc.params.value("model.feedback.w_c.weight");
+  EXPECT_EQ(wc[0 * 256 + 0], 0.0);
+  EXPECT_EQ(wc[0 * 256 + 128], 1.0);
+  EXPECT_EQ(wc[5 * 256 + 133], 1.0);
+  c.fuser = "gated_add";
+  Model<double> ga(c, 3);
+  const auto& ws = ga.params.spec("model.feedback.w_s.weight");
+  for (std::size_t i = 0; i < ws.size; ++i) ASSERT_EQ(ga.params.values()[ws.offset + i], 0.0);
+}
+
+}  // namespace
