@@ -60,6 +60,39 @@ inline int step_slots(const StepOptions& o) {
 }
 }  // namespace detail
 
+/// Diagnostics of a fed-back pass (spec 6): rms of the fed-back state, glu gate mean/std, feedback ratio.
+template <class T> void diagnostics(const Model<T>& m, const Workspace<T>& w, const PassCache<T>& p, StepStats& st, int j) {
+  const int N = w.N(), D = m.D;
+  double ss = 0, gs = 0, gss = 0, num = 0, den = 0;
+  long rows = 0;
+  for (int n = 0; n < N; ++n) {
+    if (p.mask[n] == T(0)) continue;
+    ++rows;
+    auto s = cmat(p.S, N, D).row(n);
+    ss += double(s.squaredNorm());
+    if (m.fuser.kind == FuserKind::Glu) {
+      for (int c = 0; c < D; ++c) {
+        const double g = 1.0 / (1.0 + std::exp(-double(w.fshared.pe[std::size_t(n) * D + c])));
+        gs += g, gss += g * g;
+      }
+    } else {
+      const auto e = cmat(w.e, N, D).row(n);
+      const auto u = cmat(p.u, N, D).row(n);
+      den += double(e.squaredNorm());
+      if (m.fuser.kind == FuserKind::GatedAdd) num += double((u - e).squaredNorm());
+      else num += double((u - cmat(w.fshared.pe, N, D).row(n)).squaredNorm());
+    }
+  }
+  if (rows == 0) return;
+  st.state_rms[j] = std::sqrt(ss / (double(rows) * D));
+  if (m.fuser.kind == FuserKind::Glu) {
+    const double cnt = double(rows) * D, mean = gs / cnt;
+    st.gate_mean[j] = mean, st.gate_std[j] = std::sqrt(std::max(0.0, gss / cnt - mean * mean));
+  } else if (den > 0) {
+    st.feedback_ratio[j] = std::sqrt(num / den);
+  }
+}
+
 /// Bytes the workspace of such a step needs (known before it runs; memory without detach ~ K passes).
 template <class T> std::size_t step_workspace_bytes(const Model<T>& m, int B, int Tn, const StepOptions& o) {
   return m.workspace_bytes(B, Tn, detail::step_slots(o), o.backward);
@@ -80,8 +113,9 @@ template <class T> void validate_step(const Model<T>& m, const Batch& b, const S
 }
 
 /// \brief One K-pass step: forward, and (if o.backward) backward with every gradient ACCUMULATED into
-/// m.params' grads (call zero_grad first). Throws fbt::Error on a non-finite loss, naming the pass.
-template <class T> StepStats multipass_step(Model<T>& m, Workspace<T>& w, const Batch& b, const StepOptions& o) {
+/// m.params' grads (call zero_grad first). Fills st (its vectors are reused: a repeated step of the same
+/// shape allocates nothing). Throws fbt::Error on a non-finite loss, naming the pass.
+template <class T> void multipass_step(Model<T>& m, Workspace<T>& w, const Batch& b, const StepOptions& o, StepStats& st) {
   validate_step(m, b, o);
   const int K = o.K, N = b.B * b.T, D = m.D;
   const int fg = o.backward ? detail::first_grad_pass(o) : K;  // first pass that gives gradient
@@ -90,7 +124,7 @@ template <class T> StepStats multipass_step(Model<T>& m, Workspace<T>& w, const 
   if (K > 1) m.fuser.shared_forward(m.params, w.fshared, w.e, N);
   if (o.backward) zero(w.de, std::size_t(N) * D);
 
-  StepStats st;
+  st.objective = 0.0;
   st.loss.assign(K, 0.0), st.weight.assign(K, 0.0), st.state_rms.assign(K, 0.0);
   st.gate_mean.assign(K, 0.0), st.gate_std.assign(K, 0.0), st.feedback_ratio.assign(K, 0.0);
   auto slot_of = [&](int j) -> PassCache<T>& {
@@ -138,40 +172,13 @@ template <class T> StepStats multipass_step(Model<T>& m, Workspace<T>& w, const 
     }
   }
   if (o.backward && fg < K) m.finish_backward(w, b.tokens, K > 1);
-  return st;
 }
 
-/// Diagnostics of a fed-back pass (spec 6): rms of the fed-back state, glu gate mean/std, feedback ratio.
-template <class T> void diagnostics(const Model<T>& m, const Workspace<T>& w, const PassCache<T>& p, StepStats& st, int j) {
-  const int N = w.N(), D = m.D;
-  double ss = 0, gs = 0, gss = 0, num = 0, den = 0;
-  long rows = 0;
-  for (int n = 0; n < N; ++n) {
-    if (p.mask[n] == T(0)) continue;
-    ++rows;
-    auto s = cmat(p.S, N, D).row(n);
-    ss += double(s.squaredNorm());
-    if (m.fuser.kind == FuserKind::Glu) {
-      for (int c = 0; c < D; ++c) {
-        const double g = 1.0 / (1.0 + std::exp(-double(w.fshared.pe[std::size_t(n) * D + c])));
-        gs += g, gss += g * g;
-      }
-    } else {
-      const auto e = cmat(w.e, N, D).row(n);
-      const auto u = cmat(p.u, N, D).row(n);
-      den += double(e.squaredNorm());
-      if (m.fuser.kind == FuserKind::GatedAdd) num += double((u - e).squaredNorm());
-      else num += double((u - cmat(w.fshared.pe, N, D).row(n)).squaredNorm());
-    }
-  }
-  if (rows == 0) return;
-  st.state_rms[j] = std::sqrt(ss / (double(rows) * D));
-  if (m.fuser.kind == FuserKind::Glu) {
-    const double cnt = double(rows) * D, mean = gs / cnt;
-    st.gate_mean[j] = mean, st.gate_std[j] = std::sqrt(std::max(0.0, gss / cnt - mean * mean));
-  } else if (den > 0) {
-    st.feedback_ratio[j] = std::sqrt(num / den);
-  }
+/// \brief As above, returning the statistics.
+template <class T> StepStats multipass_step(Model<T>& m, Workspace<T>& w, const Batch& b, const StepOptions& o) {
+  StepStats st;
+  multipass_step(m, w, b, o, st);
+  return st;
 }
 
 }  // namespace fbt

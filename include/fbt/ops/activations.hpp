@@ -25,10 +25,13 @@ template <class T> void swiglu_forward(RowMapS<T> h, CRowMapS<T> g, CRowMapS<T> 
 template <class T> void swiglu_backward(RowMapS<T> dg, RowMapS<T> du, CRowMapS<T> dh, CRowMapS<T> g, CRowMapS<T> u) {
   FBT_ASSERT(dg.rows() == g.rows() && dg.cols() == g.cols() && du.rows() == g.rows() && dh.cols() == g.cols(), "swiglu_backward: shape mismatch");
   for (Eigen::Index n = 0; n < g.rows(); ++n) {
-    const auto sg = (T(1) / (T(1) + (-g.row(n).array()).exp())).eval();
-    const auto silu = (g.row(n).array() * sg).eval();
-    dg.row(n).array() += dh.row(n).array() * u.row(n).array() * sg * (T(1) + g.row(n).array() * (T(1) - sg));
-    du.row(n).array() += dh.row(n).array() * silu;
+    const T *gr = g.data() + n * g.outerStride(), *ur = u.data() + n * u.outerStride(), *dhr = dh.data() + n * dh.outerStride();
+    T *dgr = dg.data() + n * dg.outerStride(), *dur = du.data() + n * du.outerStride();
+    for (Eigen::Index c = 0; c < g.cols(); ++c) {
+      const T sg = sigmoid(gr[c]);
+      dgr[c] += dhr[c] * ur[c] * sg * (T(1) + gr[c] * (T(1) - sg));
+      dur[c] += dhr[c] * gr[c] * sg;
+    }
   }
 }
 
@@ -43,9 +46,12 @@ template <class T> void sigmoid_gate_forward(RowMapS<T> y, CRowMapS<T> a, CRowMa
 template <class T> void sigmoid_gate_backward(RowMapS<T> da, RowMapS<T> dz, CRowMapS<T> dy, CRowMapS<T> a, CRowMapS<T> z) {
   FBT_ASSERT(dy.rows() == a.rows() && dy.cols() == a.cols() && z.rows() == a.rows() && z.cols() == a.cols(), "sigmoid_gate_backward: shape mismatch");
   for (Eigen::Index n = 0; n < a.rows(); ++n) {
-    const auto sg = (T(1) / (T(1) + (-z.row(n).array()).exp())).eval();
-    if (da.data() != nullptr) da.row(n).array() += dy.row(n).array() * sg;
-    if (dz.data() != nullptr) dz.row(n).array() += dy.row(n).array() * a.row(n).array() * sg * (T(1) - sg);
+    const T *ar = a.data() + n * a.outerStride(), *zr = z.data() + n * z.outerStride(), *dyr = dy.data() + n * dy.outerStride();
+    for (Eigen::Index c = 0; c < a.cols(); ++c) {
+      const T sg = sigmoid(zr[c]);
+      if (da.data() != nullptr) da(n, c) += dyr[c] * sg;
+      if (dz.data() != nullptr) dz(n, c) += dyr[c] * ar[c] * sg * (T(1) - sg);
+    }
   }
 }
 

@@ -15,7 +15,7 @@
 #include <cmath>
 #include <limits>
 
-#include "../core/tensor.hpp"
+#include "gemm.hpp"
 
 namespace fbt {
 
@@ -41,19 +41,19 @@ void attention_forward(RowMapS<T> out, T* att, CRowMapS<T> q, CRowMapS<T> k, CRo
       auto K = csmat(k.data() + std::size_t(b) * Tn * k.outerStride() + kh * hs, Tn, hs, k.outerStride());
       auto V = csmat(v.data() + std::size_t(b) * Tn * v.outerStride() + kh * hs, Tn, hs, v.outerStride());
       auto O = smat(out.data() + std::size_t(b) * Tn * out.outerStride() + h * hs, Tn, hs, out.outerStride());
-      auto A = mat(att + (std::size_t(b) * NH + h) * Tn * Tn, Tn, Tn);
-      A.noalias() = (Q * K.transpose()) * scale;
+      auto A = smat(att + (std::size_t(b) * NH + h) * Tn * Tn, Tn, Tn);
+      gemm(A, Q, false, K, true, false);  // scaled inside the softmax below
       for (int t = 0; t < Tn; ++t) {
         const int f = fb[t];
         auto row = A.row(t);
-        // numerically stable softmax over the allowed window [f, t]; zero outside it
+        // numerically stable softmax of scale * row over the allowed window [f, t]; zero outside it
         const T mx = row.segment(f, t - f + 1).maxCoeff();
-        row.segment(f, t - f + 1) = (row.segment(f, t - f + 1).array() - mx).exp();
+        row.segment(f, t - f + 1) = ((row.segment(f, t - f + 1).array() - mx) * scale).exp();
         row.segment(f, t - f + 1) /= row.segment(f, t - f + 1).sum();
         if (f > 0) row.head(f).setZero();
         if (t + 1 < Tn) row.tail(Tn - t - 1).setZero();
       }
-      O.noalias() = A * V;
+      gemm(O, csmat(A.data(), Tn, Tn), false, V, false, false);
     }
   }
 }
@@ -67,7 +67,7 @@ void attention_backward(RowMapS<T> dq, RowMapS<T> dk, RowMapS<T> dv, T* scratch,
   FBT_ASSERT(dq.rows() == q.rows() && dq.cols() == q.cols() && dk.cols() == k.cols() && dv.cols() == v.cols() && dout.cols() == q.cols(),
              "attention_backward: shape mismatch");
   const T scale = T(1) / std::sqrt(T(hs));
-  auto dA = mat(scratch, Tn, Tn);
+  auto dA = smat(scratch, Tn, Tn);
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < NH; ++h) {
       const int kh = h / group;
@@ -79,16 +79,16 @@ void attention_backward(RowMapS<T> dq, RowMapS<T> dk, RowMapS<T> dv, T* scratch,
       auto dQ = smat(dq.data() + r0 * dq.outerStride() + h * hs, Tn, hs, dq.outerStride());
       auto dK = smat(dk.data() + r0 * dk.outerStride() + kh * hs, Tn, hs, dk.outerStride());
       auto dV = smat(dv.data() + r0 * dv.outerStride() + kh * hs, Tn, hs, dv.outerStride());
-      auto A = cmat(att + (std::size_t(b) * NH + h) * Tn * Tn, Tn, Tn);
-      dV.noalias() += A.transpose() * dO;
-      dA.noalias() = dO * V.transpose();
-      // softmax backward, row by row: dS = A * (dA - <dA, A>); masked entries have A = 0, so dS = 0 there
+      auto A = csmat(att + (std::size_t(b) * NH + h) * Tn * Tn, Tn, Tn);
+      gemm(dV, A, true, dO, false, true);
+      gemm(dA, dO, false, V, true, false);
+      // softmax backward, row by row: dS = scale * A * (dA - <dA, A>); masked entries have A = 0, so dS = 0
       for (int t = 0; t < Tn; ++t) {
         const T dot = dA.row(t).dot(A.row(t));
-        dA.row(t) = A.row(t).cwiseProduct((dA.row(t).array() - dot).matrix());
+        dA.row(t) = scale * A.row(t).cwiseProduct((dA.row(t).array() - dot).matrix());
       }
-      dQ.noalias() += (dA * K) * scale;
-      dK.noalias() += (dA.transpose() * Q) * scale;
+      gemm(dQ, csmat(dA.data(), Tn, Tn), false, K, false, true);
+      gemm(dK, csmat(dA.data(), Tn, Tn), true, Q, false, true);
     }
   }
 }

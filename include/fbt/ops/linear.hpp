@@ -6,28 +6,28 @@
 //   dW   += dout^T inp    (OC, C) = (OC, N) (N, C)
 #pragma once
 
-#include "../core/tensor.hpp"
+#include "gemm.hpp"
 
 namespace fbt {
 
 /// \brief out = inp W^T.  out (N, OC), inp (N, C), w (OC, C).
 template <class T> void linear_forward(RowMapS<T> out, CRowMapS<T> inp, CRowMapS<T> w) {
   FBT_ASSERT(inp.cols() == w.cols() && out.rows() == inp.rows() && out.cols() == w.rows(), "linear_forward: shape mismatch");
-  out.noalias() = inp * w.transpose();
+  gemm(out, inp, false, w, true, false);
 }
 
 /// \brief out += inp W^T (accumulating form, for sums of projections).
 template <class T> void linear_forward_acc(RowMapS<T> out, CRowMapS<T> inp, CRowMapS<T> w) {
   FBT_ASSERT(inp.cols() == w.cols() && out.rows() == inp.rows() && out.cols() == w.rows(), "linear_forward_acc: shape mismatch");
-  out.noalias() += inp * w.transpose();
+  gemm(out, inp, false, w, true, true);
 }
 
 /// \brief dinp += dout W; dw += dout^T inp. Pass a null-data dinp or dw to skip that gradient.
 template <class T>
 void linear_backward(RowMapS<T> dinp, RowMapS<T> dw, CRowMapS<T> dout, CRowMapS<T> inp, CRowMapS<T> w) {
   FBT_ASSERT(dout.cols() == w.rows() && inp.cols() == w.cols() && dout.rows() == inp.rows(), "linear_backward: shape mismatch");
-  if (dinp.data() != nullptr) dinp.noalias() += dout * w;
-  if (dw.data() != nullptr) dw.noalias() += dout.transpose() * inp;
+  if (dinp.data() != nullptr) gemm(dinp, dout, false, w, false, true);
+  if (dw.data() != nullptr) gemm(dw, dout, true, inp, false, true);
 }
 
 /// \brief out (N, OC) += b (OC) on every row.

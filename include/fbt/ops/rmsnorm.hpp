@@ -34,12 +34,19 @@ void rmsnorm_backward(RowMapS<T> dinp, Span<T> dw, CRowMapS<T> dout, CRowMapS<T>
   const Eigen::Index C = inp.cols();
   for (Eigen::Index n = 0; n < inp.rows(); ++n) {
     const T r = rstd[n];
-    // two row reductions: dw's contribution and the projection of dxhat on xhat
-    const auto xhat = (inp.row(n) * r).eval();
-    const auto dxhat = dout.row(n).cwiseProduct(w.transpose()).eval();
-    if (dw.data() != nullptr) dw.transpose() += dout.row(n).cwiseProduct(xhat);
-    const T proj = dxhat.dot(xhat) / T(C);
-    dinp.row(n) += r * (dxhat - xhat * proj);
+    const T* x = inp.data() + n * inp.outerStride();
+    const T* dy = dout.data() + n * dout.outerStride();
+    T* dx = dinp.data() + n * dinp.outerStride();
+    // first: two reductions, sum_c dxhat*xhat (for dx) while accumulating dw = dy * xhat
+    T proj = 0;
+    for (Eigen::Index c = 0; c < C; ++c) {
+      const T xhat = x[c] * r;
+      proj += dy[c] * w[c] * xhat;
+      if (dw.data() != nullptr) dw[c] += dy[c] * xhat;
+    }
+    proj /= T(C);
+    // then: dx = rstd * (dxhat - xhat * proj)
+    for (Eigen::Index c = 0; c < C; ++c) dx[c] += r * (dy[c] * w[c] - x[c] * r * proj);
   }
 }
 
