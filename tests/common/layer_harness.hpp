@@ -79,14 +79,14 @@ inline void expect_store_grads(fbt::ParamStore<double>& ps, const std::vector<do
   std::size_t covered = 0;
   for (const auto& s : ps.specs()) {
     const GradCheck r = check_gradient(f, ps.values() + s.offset, grad.data() + s.offset, s.size);
-    std::printf("  %-12s %-44s rel err %.3g  |g_fd| %.3g\n", what.c_str(), s.name.c_str(), r.err, r.norm);
+    std::printf("  %-20s %-44s rel err %.3g  |g_fd| %.3g\n", what.c_str(), s.name.c_str(), r.err, r.norm);
     EXPECT_LT(r.err, tol) << what << ": " << s.name << " max_abs " << r.max_abs;
     EXPECT_GT(r.norm, 1e-8) << what << ": " << s.name << " has a zero gradient";
     covered += s.size;
   }
   EXPECT_EQ(covered, ps.size());
   const GradCheck all = check_gradient(f, ps.values(), grad.data(), ps.size());
-  std::printf("  %-12s %-44s rel err %.3g  |g_fd| %.3g\n", what.c_str(), "(whole store)", all.err, all.norm);
+  std::printf("  %-20s %-44s rel err %.3g  |g_fd| %.3g\n", what.c_str(), "(whole store)", all.err, all.norm);
   EXPECT_LT(all.err, tol) << what << ": whole store";
 }
 

@@ -45,6 +45,7 @@ void attention_forward(RowMapS<T> out, T* att, CRowMapS<T> q, CRowMapS<T> k, CRo
       gemm(A, Q, false, K, true, false);  // scaled inside the softmax below
       for (int t = 0; t < Tn; ++t) {
         const int f = fb[t];
+        FBT_ASSERT(f >= 0 && f <= t, "attention_forward: window start " + std::to_string(f) + " of position " + std::to_string(t) + " is outside [0, t]");
         auto row = A.row(t);
         // numerically stable softmax of scale * row over the allowed window [f, t]; zero outside it
         const T mx = row.segment(f, t - f + 1).maxCoeff();

@@ -24,7 +24,10 @@ template <class T> void embedding_forward(RowMapS<T> out, const int* tokens, CRo
 /// \brief dE (V, C) += dout (N, C) scattered by tokens.
 template <class T> void embedding_backward(RowMapS<T> dE, CRowMapS<T> dout, const int* tokens) {
   FBT_ASSERT(dout.cols() == dE.cols(), "embedding_backward: shape mismatch");
-  for (Eigen::Index n = 0; n < dout.rows(); ++n) dE.row(tokens[n]) += dout.row(n);
+  for (Eigen::Index n = 0; n < dout.rows(); ++n) {
+    FBT_ASSERT(tokens[n] >= 0 && tokens[n] < dE.rows(), "embedding_backward: token id " + std::to_string(tokens[n]) + " outside the vocabulary");
+    dE.row(tokens[n]) += dout.row(n);
+  }
 }
 
 }  // namespace fbt

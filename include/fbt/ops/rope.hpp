@@ -58,6 +58,7 @@ void rope_backward(RowMapS<T> dinp, CRowMapS<T> dout, const int* pos, const Rope
   const int half = tab.half, hs = 2 * half;
   FBT_ASSERT(dout.cols() == Eigen::Index(NH) * hs && dinp.rows() == dout.rows() && dinp.cols() == dout.cols(), "rope_backward: shape mismatch");
   for (Eigen::Index n = 0; n < dout.rows(); ++n) {
+    FBT_ASSERT(pos[n] >= 0 && pos[n] < tab.max_pos, "rope_backward: position " + std::to_string(pos[n]) + " outside the table");
     const T* c = tab.cos_.data() + std::size_t(pos[n]) * half;
     const T* s = tab.sin_.data() + std::size_t(pos[n]) * half;
     for (int h = 0; h < NH; ++h) {
