@@ -48,4 +48,48 @@ PassRun run_passes(fbt::Model<T>& m, const fbt::Batch& b, int K, const std::vect
   return r;
 }
 
+/// Runs the stack on given layer-0 inputs X (N*D) (no cache, one full forward); returns hf and the source states.
+template <class T>
+std::pair<std::vector<double>, std::vector<double>> forward_inputs(fbt::Model<T>& m, const fbt::Batch& b, const std::vector<T>& X) {
+  fbt::Workspace<T> w;
+  m.prepare(w, b.B, b.T, 1, false);
+  m.begin_batch(w, b.tokens, b.doc_start);
+  auto& p = w.pass[0];
+  std::copy(X.begin(), X.end(), p.res[0]);
+  m.stack_forward(w, p);
+  const std::size_t ND = std::size_t(b.B) * b.T * m.D;
+  const T* s = m.source_state(p);
+  return {std::vector<double>(p.hf, p.hf + ND), std::vector<double>(s, s + ND)};
+}
+
+/// Logits of row n from final-norm states hf (the head: tied embedding or lm_head).
+template <class T> std::vector<double> head_logits(const fbt::Model<T>& m, const std::vector<double>& hf, std::size_t n) {
+  const T* W = m.params.values() + m.head_offset();
+  std::vector<double> out(m.V, 0.0);
+  for (int v = 0; v < m.V; ++v)
+    for (int c = 0; c < m.D; ++c) out[v] += double(W[std::size_t(v) * m.D + c]) * hf[n * m.D + c];
+  return out;
+}
+
+/// Naive token-by-token decoding with true feedback, teacher-forced: position t's input uses the top
+/// state the model produced at t-1 (plain at t < max(p, 1) and at document starts). Built by T passes:
+/// pass i feeds the true states of positions < i, which fixes position i (the stack is causal).
+inline std::vector<double> sequential_states(fbt::Model<double>& m, const fbt::Batch& b, const std::vector<int>& prefix_row) {
+  const int N = b.B * b.T, D = m.D;
+  std::vector<std::vector<double>> fixed(2);
+  fixed[1].assign(std::size_t(N) * D, 0.0);
+  std::vector<int> prefix(2 * b.B, 0);
+  for (int i = 0; i < b.B; ++i) prefix[b.B + i] = prefix_row[i];
+  std::vector<double> hf(std::size_t(N) * D, 0.0);
+  for (int t = 0; t < b.T; ++t) {
+    const PassRun r = run_passes(m, b, 2, &prefix, &fixed);
+    for (int i = 0; i < b.B; ++i) {
+      const std::size_t n = std::size_t(i) * b.T + t;
+      std::copy(r.hf[1].begin() + n * D, r.hf[1].begin() + (n + 1) * D, hf.begin() + n * D);
+      std::copy(r.source[1].begin() + n * D, r.source[1].begin() + (n + 1) * D, fixed[1].begin() + n * D);
+    }
+  }
+  return hf;
+}
+
 }  // namespace fbt_test

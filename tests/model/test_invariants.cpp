@@ -150,27 +150,6 @@ TEST(TiedEmbedding, ReceivesTheGradientOfEveryUse) {
   EXPECT_GT(emb, 1e-8);
 }
 
-/// Naive token-by-token decoding with true feedback, teacher-forced: position t's input uses the top
-/// state the model produced at t-1 (plain at t < max(p, 1) and at document starts). Built by T passes:
-/// pass i feeds the true states of positions < i, which fixes position i (the stack is causal).
-std::vector<double> sequential_states(Model<double>& m, const Batch& b, const std::vector<int>& prefix_row) {
-  const int N = b.B * b.T, D = m.D;
-  std::vector<std::vector<double>> fixed(2);
-  fixed[1].assign(std::size_t(N) * D, 0.0);
-  std::vector<int> prefix(2 * b.B, 0);
-  for (int i = 0; i < b.B; ++i) prefix[b.B + i] = prefix_row[i];
-  std::vector<double> hf(std::size_t(N) * D, 0.0);
-  for (int t = 0; t < b.T; ++t) {
-    const PassRun r = run_passes(m, b, 2, &prefix, &fixed);
-    for (int i = 0; i < b.B; ++i) {
-      const std::size_t n = std::size_t(i) * b.T + t;
-      std::copy(r.hf[1].begin() + n * D, r.hf[1].begin() + (n + 1) * D, hf.begin() + n * D);
-      std::copy(r.source[1].begin() + n * D, r.source[1].begin() + (n + 1) * D, fixed[1].begin() + n * D);
-    }
-  }
-  return hf;
-}
-
 TEST(Invariant1, PassKIsExactUpToPrefixPlusKMinusOne) {
   for (const std::string fuser : {"glu", "gated_add", "concat"}) {
     ModelConfig cfg = tiny_config(fuser);

@@ -2,7 +2,7 @@
 //
 // A training step must not allocate (first touch of a fresh page costs ~12 us here). Caches are laid
 // out by running the same layout function twice: once to count (dry run, slices are null), once to
-// point into one zero-filled buffer. The arena is rebuilt only when the shape changes.
+// point into one buffer (zero-filled whenever it is (re)allocated). The arena is rebuilt only when the shape changes.
 #pragma once
 
 #include <cstring>

@@ -37,6 +37,7 @@ template <class T> struct PassCache {
 /// Everything a step needs besides the parameters: one arena, laid out for (B, T, slots, grad).
 template <class T> struct Workspace {
   Arena<T> arena;
+  const void* owner = nullptr;  ///< the model it was laid out for (a workspace is never shared between models)
   int B = 0, T_ = 0, slots = 0;
   bool grad = false;
   std::vector<int> pos, first;                      // (N)  RoPE positions, attention window starts
@@ -128,9 +129,9 @@ template <class T> class Model {
     FBT_ASSERT(B > 0 && Tn > 0, "batch shape must be positive, got B=" + std::to_string(B) + " T=" + std::to_string(Tn));
     FBT_ASSERT(Tn <= cfg.max_position_embeddings, "sequence length T=" + std::to_string(Tn) + " exceeds max_position_embeddings=" +
                                                       std::to_string(cfg.max_position_embeddings));
-    if (w.B == B && w.T_ == Tn && w.slots == slots && w.grad == grad) return;
+    if (w.owner == this && w.B == B && w.T_ == Tn && w.slots == slots && w.grad == grad) return;
     w.arena.build([&](Arena<T>& a) { layout(a, w, B, Tn, slots, grad); });
-    w.B = B, w.T_ = Tn, w.slots = slots, w.grad = grad;
+    w.owner = this, w.B = B, w.T_ = Tn, w.slots = slots, w.grad = grad;
     w.pos.assign(std::size_t(B) * Tn, 0), w.first.assign(std::size_t(B) * Tn, 0), w.plain.assign(std::size_t(B) * Tn, 0);
   }
 
@@ -174,24 +175,31 @@ template <class T> class Model {
   /// Requires fuser.shared_forward on w.e first.
   void fused_input(Workspace<T>& w, PassCache<T>& p, const T* src, const T* noise, const int* prefix) const {
     const int N = w.N(), B = w.B, Tn = w.T_;
-    const T* P = params.values();
     if (noise) {  // jitter the carried state (spec 3: one uniform draw per element, before shift_right)
       mat(w.noise, N, D) = cmat(src, N, D) + cmat(noise, N, D);
       src = w.noise;
     }
     shift_right_forward(smat(p.S, N, D), csmat(src, N, D), B, Tn);
-    fuser.forward(params, w.fshared, p.fuser, p.S, w.e, p.u, N);
     for (int b = 0; b < B; ++b)
       for (int t = 0; t < Tn; ++t) {
         const std::size_t n = std::size_t(b) * Tn + t;
-        const bool fused = !w.plain[n] && t >= (prefix ? prefix[b] : 0);
-        p.mask[n] = fused ? T(1) : T(0);
-        if (!fused) mat(p.u, N, D).row(n) = cmat(w.e, N, D).row(n);
+        p.mask[n] = !w.plain[n] && t >= (prefix ? prefix[b] : 0) ? T(1) : T(0);
       }
-    rmsnorm_forward(smat(p.res[0], N, D), vec(p.rin, N), csmat(p.u, N, D), cvec(P + in_norm, D), T(cfg.rms_norm_eps));
+    fuse_rows(N, w.e, p.S, p.mask, w.fshared, p.fuser, p.u, p.rin, p.res[0]);
+  }
+
+  /// \brief X (R, D) = layer-0 inputs of R rows: N_in(Fuse(S_r, e_r)) where mask_r = 1, else the plain
+  /// input N_in(e_r) (e_r under input_norm fused_only). sh must hold fuser.shared_forward of e; c, u (R, D)
+  /// and rin (R) are scratch that backward reads. Used by the training passes and by the decoder.
+  void fuse_rows(int R, const T* e, const T* S, const T* mask, const typename FeedbackFuser<T>::Shared& sh,
+                 typename FeedbackFuser<T>::Cache& c, T* u, T* rin, T* X) const {
+    fuser.forward(params, sh, c, S, e, u, R);
+    for (int n = 0; n < R; ++n)
+      if (mask[n] == T(0)) mat(u, R, D).row(n) = cmat(e, R, D).row(n);
+    rmsnorm_forward(smat(X, R, D), vec(rin, R), csmat(u, R, D), cvec(params.values() + in_norm, D), T(cfg.rms_norm_eps));
     if (cfg.input_norm == "fused_only")
-      for (int n = 0; n < N; ++n)
-        if (p.mask[n] == T(0)) mat(p.res[0], N, D).row(n) = cmat(w.e, N, D).row(n);
+      for (int n = 0; n < R; ++n)
+        if (mask[n] == T(0)) mat(X, R, D).row(n) = cmat(e, R, D).row(n);
   }
 
   /// \brief Runs the stack and the final norm on p.res[0]: fills p.res[1..L], p.hf.

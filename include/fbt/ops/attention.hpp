@@ -94,4 +94,22 @@ void attention_backward(RowMapS<T> dq, RowMapS<T> dk, RowMapS<T> dv, T* scratch,
   }
 }
 
+/// \brief Decoding: one query position attends to the len1 cached positions of its sequence (itself last).
+/// out (NH*hs); scores: len1 scratch; q (NH*hs) after QK-norm and RoPE; Kc, Vc (len1, NKV*hs) the cache.
+template <class T>
+void attention_decode(T* out, T* scores, const T* q, const T* Kc, const T* Vc, int len1, int NH, int NKV, int hs) {
+  FBT_ASSERT(len1 > 0 && NKV > 0 && NH % NKV == 0, "attention_decode: bad shape");
+  const int group = NH / NKV, KD = NKV * hs;
+  const T scale = T(1) / std::sqrt(T(hs));
+  auto p = vec(scores, len1);
+  for (int h = 0; h < NH; ++h) {
+    const int kh = h / group;
+    p.noalias() = csmat(Kc + kh * hs, len1, hs, KD) * cvec(q + h * hs, hs);  // (len1)
+    const T mx = p.maxCoeff();
+    p = ((p.array() - mx) * scale).exp().matrix();
+    p /= p.sum();
+    vec(out + h * hs, hs).noalias() = csmat(Vc + kh * hs, len1, hs, KD).transpose() * p;
+  }
+}
+
 }  // namespace fbt

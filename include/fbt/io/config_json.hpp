@@ -1,0 +1,180 @@
+// fbt/io/config_json.hpp: ModelConfig <-> JSON (the config.json of a run, and the `config` string
+// that a checkpoint carries in its safetensors __metadata__, spec sections 8-9).
+//
+// Keys are ModelConfig's member names, i.e. the Hugging Face Qwen3 names plus the feedback knobs
+// (STYLE 2.5). to_json writes every field (head_dim resolved to its actual value) and a few HF keys
+// (model_type, hidden_act, attention_bias, and for a plain Qwen3 model `architectures`) so that a
+// baseline config reads like a Qwen3 config.json. config_from_json is strict: a wrong type, an unknown
+// key or a value that validate() refuses is an fbt::Error naming the field and the source. HF keys that
+// fbt does not use are accepted from a fixed allow-list (hf_ignored_keys()); the ones that would change
+// the computation (hidden_act, attention_bias, rope_scaling, use_sliding_window, layer_types) are
+// accepted only with the value fbt implements.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "../model/config.hpp"
+#include "json.hpp"
+
+namespace fbt {
+
+/// \brief HF config keys that config_from_json accepts and ignores (fbt has no use for them), e.g.
+/// from a Qwen3 config.json. Those that would change the model are checked, see config_from_json.
+inline const std::vector<std::string>& hf_ignored_keys() {
+  static const std::vector<std::string> keys = {
+      "architectures", "model_type",   "torch_dtype",        "dtype",          "hidden_act",
+      "attention_bias", "attention_dropout", "bos_token_id", "eos_token_id",   "pad_token_id",
+      "transformers_version", "use_cache", "sliding_window", "use_sliding_window", "max_window_layers",
+      "rope_scaling",  "layer_types",  "_name_or_path"};
+  return keys;
+}
+
+/// \brief The config as a JSON object: every ModelConfig field under its member name (head_dim
+/// resolved to hs()), plus "model_type": "fbt", "hidden_act": "silu", "attention_bias": false and,
+/// for a plain Qwen3 model (fuser "none" with qk_norm), "architectures": ["Qwen3ForCausalLM"].
+inline nlohmann::json to_json(const ModelConfig& c) {
+  nlohmann::json j;
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["head_dim"] = c.hs();
+  j["intermediate_size"] = c.intermediate_size;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rope_theta"] = c.rope_theta;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["qk_norm"] = c.qk_norm;
+  j["initializer_range"] = c.initializer_range;
+  j["z_loss"] = c.z_loss;
+  j["doc_attention"] = c.doc_attention;
+  j["fuser"] = c.fuser;
+  j["feedback_source"] = c.feedback_source;
+  j["input_norm"] = c.input_norm;
+  j["glu_init"] = c.glu_init;
+  j["gated_add_alpha"] = c.gated_add_alpha;
+  // HF keys, so that a baseline config reads like a Qwen3 config.json. Qwen3 always has QK-norm, so
+  // a model without it is not a Qwen3ForCausalLM even with feedback off.
+  j["model_type"] = "fbt";
+  j["hidden_act"] = "silu";
+  j["attention_bias"] = false;
+  if (c.fuser == "none" && c.qk_norm) j["architectures"] = nlohmann::json::array({"Qwen3ForCausalLM"});
+  return j;
+}
+
+/// \brief nlohmann's ADL hook, so that `nlohmann::json j = cfg;` works.
+inline void to_json(nlohmann::json& j, const ModelConfig& c) { j = to_json(c); }
+
+/// \brief Reads a config from a JSON object; fields that are absent keep ModelConfig's defaults.
+/// \param where names the source in errors (a file, or "'ckpt.safetensors': __metadata__.config")
+///
+/// Refuses, with an fbt::Error naming the field and `where`: a non-object; a field of the wrong type
+/// (integers must be integers, reals any number, flags booleans, knobs strings; head_dim may be null
+/// = default); an unknown key not in hf_ignored_keys(); hidden_act other than "silu", attention_bias
+/// true, a non-null rope_scaling, use_sliding_window true, layer_types other than "full_attention",
+/// model_type other than "fbt"/"qwen3"; and anything validate() refuses. A config with model_type
+/// "qwen3" and no "fuser" key (a Hugging Face Qwen3 config.json) gets fuser "none".
+inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& where) {
+  auto fail = [&](const std::string& field, const std::string& what) -> void {
+    throw Error(where + ": model config field \"" + field + "\": " + what);
+  };
+  if (!j.is_object()) throw Error(where + ": model config must be a JSON object, got " + std::string(j.type_name()));
+  ModelConfig c;
+  auto get_int = [&](const std::string& k, const nlohmann::json& v, int& dst) {
+    if (!v.is_number_integer()) fail(k, std::string("must be an integer, got ") + v.type_name() + " " + v.dump());
+    if (v.is_number_unsigned() ? v.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<int>::max())
+                               : (v.get<std::int64_t>() > std::numeric_limits<int>::max() ||
+                                  v.get<std::int64_t>() < std::numeric_limits<int>::min()))
+      fail(k, "integer " + v.dump() + " is out of range");
+    dst = int(v.get<std::int64_t>());
+  };
+  auto get_real = [&](const std::string& k, const nlohmann::json& v, double& dst) {
+    if (!v.is_number()) fail(k, std::string("must be a number, got ") + v.type_name() + " " + v.dump());
+    dst = v.get<double>();
+  };
+  auto get_bool = [&](const std::string& k, const nlohmann::json& v, bool& dst) {
+    if (!v.is_boolean()) fail(k, std::string("must be true or false, got ") + v.type_name() + " " + v.dump());
+    dst = v.get<bool>();
+  };
+  auto get_str = [&](const std::string& k, const nlohmann::json& v, std::string& dst) {
+    if (!v.is_string()) fail(k, std::string("must be a string, got ") + v.type_name() + " " + v.dump());
+    dst = v.get<std::string>();
+  };
+  const auto& ignored = hf_ignored_keys();
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const nlohmann::json& v = it.value();
+    if (k == "vocab_size") get_int(k, v, c.vocab_size);
+    else if (k == "hidden_size") get_int(k, v, c.hidden_size);
+    else if (k == "num_hidden_layers") get_int(k, v, c.num_hidden_layers);
+    else if (k == "num_attention_heads") get_int(k, v, c.num_attention_heads);
+    else if (k == "num_key_value_heads") get_int(k, v, c.num_key_value_heads);
+    else if (k == "head_dim") {
+      if (v.is_null()) c.head_dim = 0;  // HF writes null for "hidden_size / num_attention_heads"
+      else get_int(k, v, c.head_dim);
+    } else if (k == "intermediate_size") get_int(k, v, c.intermediate_size);
+    else if (k == "max_position_embeddings") get_int(k, v, c.max_position_embeddings);
+    else if (k == "rope_theta") get_real(k, v, c.rope_theta);
+    else if (k == "rms_norm_eps") get_real(k, v, c.rms_norm_eps);
+    else if (k == "tie_word_embeddings") get_bool(k, v, c.tie_word_embeddings);
+    else if (k == "qk_norm") get_bool(k, v, c.qk_norm);
+    else if (k == "initializer_range") get_real(k, v, c.initializer_range);
+    else if (k == "z_loss") get_real(k, v, c.z_loss);
+    else if (k == "doc_attention") get_str(k, v, c.doc_attention);
+    else if (k == "fuser") get_str(k, v, c.fuser);
+    else if (k == "feedback_source") get_str(k, v, c.feedback_source);
+    else if (k == "input_norm") get_str(k, v, c.input_norm);
+    else if (k == "glu_init") get_str(k, v, c.glu_init);
+    else if (k == "gated_add_alpha") get_real(k, v, c.gated_add_alpha);
+    else if (std::find(ignored.begin(), ignored.end(), k) != ignored.end()) {
+      // Ignored, unless the value asks for something fbt does not implement.
+      if (k == "hidden_act" && v != "silu") fail(k, "fbt implements only \"silu\" (SwiGLU), got " + v.dump());
+      if (k == "attention_bias" && v != false) fail(k, "fbt has no attention biases, got " + v.dump());
+      if (k == "rope_scaling" && !v.is_null()) fail(k, "fbt implements only plain RoPE (null), got " + v.dump());
+      if (k == "use_sliding_window" && v != false) fail(k, "fbt has no sliding-window attention, got " + v.dump());
+      if (k == "model_type" && v != "fbt" && v != "qwen3") fail(k, "expected \"fbt\" or \"qwen3\", got " + v.dump());
+      if (k == "layer_types") {
+        if (!v.is_array()) fail(k, "must be an array, got " + v.dump());
+        for (const auto& t : v)
+          if (t != "full_attention") fail(k, "fbt implements only \"full_attention\" layers, got " + t.dump());
+      }
+    } else {
+      fail(k, "unknown key (not a ModelConfig field nor an HF key that fbt ignores)");
+    }
+  }
+  // A Hugging Face Qwen3 config describes a plain Qwen3 model: without an explicit fuser it gets
+  // fuser "none", not ModelConfig's default "glu".
+  if (j.contains("model_type") && j["model_type"] == "qwen3" && !j.contains("fuser")) c.fuser = "none";
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what());
+  }
+  return c;
+}
+
+/// \brief Reads a config JSON file (e.g. a run's config.json); errors name the file and the field.
+inline ModelConfig config_from_json_file(const std::string& path) {
+  const std::string text = detail::read_file_bytes(path, "config_from_json_file");
+  return config_from_json(detail::parse_json_strict(text, "'" + path + "'"), "'" + path + "'");
+}
+
+/// \brief Writes the config as indented JSON (atomic: `path + ".tmp"`, then rename).
+/// Refuses an invalid config (validate()) before touching the file.
+inline void save_config_json(const std::string& path, const ModelConfig& cfg) {
+  try {
+    cfg.validate();
+  } catch (const Error& e) {
+    throw Error("fbt::save_config_json: '" + path + "': " + e.what());
+  }
+  detail::AtomicFile f(path, "save_config_json");
+  f.write(to_json(cfg).dump(2) + "\n");
+  f.commit();
+}
+
+}  // namespace fbt

@@ -1,0 +1,217 @@
+// The KV-cache decoder against the training forward and a no-cache recomputation (spec section 5),
+// in double (tolerance 1e-10 on logits, whose entries are O(1)):
+//   invariant 3: KV-cached decoding equals recomputation without a cache, in every mode
+//   invariant 1: teacher-forced soft decoding equals pass k at positions t <= p + k - 1
+//   invariant 4: fused(k) prefill equals pass k+1 of the training forward on the same prompt
+//   invariant 6: no state crosses a document boundary in decoding
+//   invariant 7: batched decoding of interleaved requests equals decoding them one at a time
+#include <gtest/gtest.h>
+
+#include "common/pass_runner.hpp"
+#include "fbt/decode/decoder.hpp"
+
+using namespace fbt;
+using namespace fbt_test;
+
+namespace {
+
+double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+  return d;
+}
+
+/// Decoder logits at positions P-1 .. n-2 of `tokens` (prefill of the first P, then teacher-forced steps).
+std::vector<std::vector<double>> decode_logits(Decoder<double>& dec, const std::vector<int>& tokens, int P, DecodeModeSpec mode) {
+  const int V = dec.model().V;
+  Sequence<double> s = dec.new_sequence(int(tokens.size()), mode);
+  std::vector<double> lg(V);
+  std::vector<std::vector<double>> out;
+  dec.prefill(s, tokens.data(), P, lg.data());
+  out.push_back(lg);
+  Sequence<double>* sp = &s;
+  for (std::size_t t = P; t + 1 < tokens.size(); ++t) {
+    dec.step(&sp, 1, &tokens[t], lg.data());
+    out.push_back(lg);
+  }
+  return out;
+}
+
+/// Recomputation without a cache: layer-0 inputs built position by position from full forwards.
+std::vector<std::vector<double>> recompute_logits(Model<double>& m, const std::vector<int>& tokens, int P, DecodeModeSpec mode) {
+  const int n = int(tokens.size()), D = m.D;
+  std::vector<int> targets(n, 0);
+  const Batch full{1, n, tokens.data(), targets.data(), nullptr};
+  const Batch prompt{1, P, tokens.data(), targets.data(), nullptr};
+  std::vector<double> X(std::size_t(n) * D, 0.0);
+  const PassRun plain = run_passes(m, full, 1);
+  // the prompt's inputs: plain, or (fused(k)) those of pass k+1 over the prompt alone
+  const PassRun chain = run_passes(m, prompt, mode.mode == DecodeMode::Fused ? 1 + mode.k : 1);
+  const std::vector<double>& xp = mode.mode == DecodeMode::Fused ? chain.x0.back() : plain.x0[0];
+  std::copy(xp.begin(), xp.begin() + std::size_t(P) * D, X.begin());
+  std::vector<std::vector<double>> fixed(2, std::vector<double>(std::size_t(n) * D, 0.0));
+  std::vector<int> prefix{0, P};
+  for (int t = P; t < n; ++t) {
+    if (mode.mode == DecodeMode::Standard) {
+      std::copy(plain.x0[0].begin() + std::size_t(t) * D, plain.x0[0].begin() + std::size_t(t + 1) * D, X.begin() + std::size_t(t) * D);
+    } else {
+      fixed[1] = forward_inputs(m, full, X).second;  // true states of positions < t
+      const PassRun r = run_passes(m, full, 2, &prefix, &fixed);
+      std::copy(r.x0[1].begin() + std::size_t(t) * D, r.x0[1].begin() + std::size_t(t + 1) * D, X.begin() + std::size_t(t) * D);
+    }
+  }
+  const auto hf = forward_inputs(m, full, X).first;
+  std::vector<std::vector<double>> out;
+  for (int t = P - 1; t + 1 < n; ++t) out.push_back(head_logits(m, hf, t));
+  return out;
+}
+
+TEST(Invariant3, KVCachedDecodingEqualsRecomputationInEveryMode) {
+  for (const std::string fuser : {"glu", "gated_add", "concat"}) {
+    ModelConfig cfg = tiny_config(fuser);
+    Model<double> m(cfg, 31);
+    randomize(m, 32);
+    Decoder<double> dec(m);
+    TinyBatch tb = tiny_batch(1, 10, cfg.vocab_size, 33);
+    for (const char* mode : {"standard", "soft", "fused(1)", "fused(2)"}) {
+      const DecodeModeSpec ms = DecodeModeSpec::parse(mode);
+      const auto a = decode_logits(dec, tb.tokens, 4, ms), b = recompute_logits(m, tb.tokens, 4, ms);
+      ASSERT_EQ(a.size(), b.size());
+      for (std::size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_diff(a[i], b[i]), 1e-10) << fuser << " " << mode << " position " << i + 3;
+    }
+    // the modes do differ (else the test could not tell them apart)
+    const auto st = decode_logits(dec, tb.tokens, 4, DecodeModeSpec::parse("standard"));
+    const auto so = decode_logits(dec, tb.tokens, 4, DecodeModeSpec::parse("soft"));
+    const auto f1 = decode_logits(dec, tb.tokens, 4, DecodeModeSpec::parse("fused(1)"));
+    EXPECT_EQ(max_diff(st[0], so[0]), 0.0) << "soft prefill is plain";
+    EXPECT_GT(max_diff(st[1], so[1]), 1e-6);
+    EXPECT_GT(max_diff(so[0], f1[0]), 1e-6);
+  }
+}
+
+TEST(Invariant3, BaselineModelDecodesStandard) {
+  ModelConfig cfg = tiny_config("none");
+  Model<double> m(cfg, 41);
+  randomize(m, 42);
+  Decoder<double> dec(m);
+  TinyBatch tb = tiny_batch(1, 9, cfg.vocab_size, 43);
+  const auto a = decode_logits(dec, tb.tokens, 3, DecodeModeSpec{}), b = recompute_logits(m, tb.tokens, 3, DecodeModeSpec{});
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_diff(a[i], b[i]), 1e-10);
+  EXPECT_THROW(dec.new_sequence(9, DecodeModeSpec::parse("soft")), Error);
+}
+
+TEST(Invariant1, TeacherForcedSoftDecodingEqualsPassKUpToPrefixPlusKMinusOne) {
+  ModelConfig cfg = tiny_config("glu");
+  Model<double> m(cfg, 51);
+  randomize(m, 52);
+  Decoder<double> dec(m);
+  const int Tn = 10, p = 3, K = 4;
+  TinyBatch tb = tiny_batch(1, Tn, cfg.vocab_size, 53);
+  const auto soft = decode_logits(dec, tb.tokens, p, DecodeModeSpec::parse("soft"));  // positions p-1 .. Tn-2 (0-indexed)
+  std::vector<int> prefix(K, p);
+  const PassRun r = run_passes(m, tb.batch(), K, &prefix);
+  for (int k = 1; k <= K; ++k)
+    for (int t0 = p - 1; t0 + 1 < Tn; ++t0) {
+      const double d = max_diff(soft[t0 - (p - 1)], head_logits(m, r.hf[k - 1], t0));
+      if (t0 + 1 <= p + k - 1) EXPECT_LT(d, 1e-10) << "pass " << k << " position " << t0 + 1;
+      if (t0 + 1 == p + k) EXPECT_GT(d, 1e-6) << "pass " << k << " position " << t0 + 1 << " is not yet exact";
+    }
+}
+
+TEST(Invariant4, FusedPrefillEqualsPassKPlusOne) {
+  ModelConfig cfg = tiny_config("glu");
+  cfg.feedback_source = "pre_final_norm";  // also covers the other source
+  Model<double> m(cfg, 61);
+  randomize(m, 62);
+  Decoder<double> dec(m);
+  TinyBatch tb = tiny_batch(1, 7, cfg.vocab_size, 63);
+  for (int k = 1; k <= 3; ++k) {
+    Sequence<double> s = dec.new_sequence(7, DecodeModeSpec{DecodeMode::Fused, k});
+    std::vector<double> lg(cfg.vocab_size);
+    dec.prefill(s, tb.tokens.data(), 7, lg.data());
+    const PassRun r = run_passes(m, tb.batch(), k + 1);
+    EXPECT_LT(max_diff(lg, head_logits(m, r.hf[k], 6)), 1e-12) << "k=" << k;
+    EXPECT_LT(max_diff(std::vector<double>(s.h.begin(), s.h.end()),
+                       std::vector<double>(r.source[k].begin() + 6 * cfg.hidden_size, r.source[k].end())),
+              1e-12);
+    if (k > 1) EXPECT_GT(max_diff(lg, head_logits(m, r.hf[k - 1], 6)), 1e-8);
+  }
+}
+
+TEST(Invariant6, NoStateCrossesADocumentBoundaryInDecoding) {
+  ModelConfig cfg = tiny_config("glu");
+  Model<double> m(cfg, 71);
+  randomize(m, 72);
+  const int sep = cfg.vocab_size - 1;
+  Decoder<double> dec(m, sep);
+  TinyBatch tb = tiny_batch(1, 12, cfg.vocab_size - 1, 73);
+  std::vector<int> packed = tb.tokens;  // doc A (5 tokens), then sep + doc B (7 tokens)
+  packed[5] = sep;
+  const std::vector<int> docB(packed.begin() + 5, packed.end());
+  for (const char* mode : {"soft", "fused(2)"}) {
+    const auto a = decode_logits(dec, packed, 3, DecodeModeSpec::parse(mode));  // the boundary falls in the decoded part
+    const auto b = decode_logits(dec, docB, 1, DecodeModeSpec::parse(mode));
+    // packed positions 5.. (the new document) against docB positions 0..
+    for (std::size_t i = 0; i < b.size(); ++i) EXPECT_LT(max_diff(a[i + 3], b[i]), 1e-10) << mode << " position " << i;
+    // and the prefill path: the boundary inside the prompt
+    const auto c = decode_logits(dec, packed, 8, DecodeModeSpec::parse(mode));
+    const auto d = decode_logits(dec, docB, 3, DecodeModeSpec::parse(mode));
+    for (std::size_t i = 0; i < c.size(); ++i) EXPECT_LT(max_diff(c[i], d[i]), 1e-10) << mode << " prefill, position " << i;
+  }
+}
+
+TEST(Invariant7, BatchedInterleavedDecodingEqualsOneAtATime) {
+  ModelConfig cfg = tiny_config("glu");
+  Model<double> m(cfg, 81);
+  randomize(m, 82);
+  Decoder<double> dec(m);
+  const int V = cfg.vocab_size;
+  TinyBatch tb = tiny_batch(3, 9, V, 83);
+  auto row = [&](int r, int n) { return std::vector<int>(tb.tokens.begin() + r * 9, tb.tokens.begin() + r * 9 + n); };
+  // requests with different prompts, lengths, modes and sampling
+  std::vector<Request> reqs(3);
+  reqs[0] = {row(0, 3), {DecodeModeSpec::parse("soft"), 12, {0.0, 0, 1.0}, 1, -1}};
+  reqs[1] = {row(1, 5), {DecodeModeSpec::parse("fused(2)"), 7, {0.9, 5, 0.9}, 2, -1}};
+  reqs[2] = {row(2, 2), {DecodeModeSpec::parse("standard"), 10, {1.2, 0, 0.8}, 3, 4}};
+  const auto batched = generate_batch(dec, reqs);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(batched[i], generate(dec, reqs[i].prompt, reqs[i].opts)) << "request " << i;
+  // interleaved by hand: B joins after A has taken two steps; logits equal A and B decoded alone
+  const std::vector<int> ta = row(0, 9), tbk = row(1, 9);
+  const auto alone_a = decode_logits(dec, ta, 3, DecodeModeSpec::parse("soft"));
+  const auto alone_b = decode_logits(dec, tbk, 4, DecodeModeSpec::parse("fused(1)"));
+  Sequence<double> sa = dec.new_sequence(9, DecodeModeSpec::parse("soft")), sb = dec.new_sequence(9, DecodeModeSpec::parse("fused(1)"));
+  std::vector<double> lg(2 * V);
+  dec.prefill(sa, ta.data(), 3, lg.data());
+  Sequence<double>* one[1] = {&sa};
+  for (int t = 3; t < 5; ++t) {
+    dec.step(one, 1, &ta[t], lg.data());
+    EXPECT_LT(max_diff(std::vector<double>(lg.begin(), lg.begin() + V), alone_a[t - 2]), 1e-12);
+  }
+  dec.prefill(sb, tbk.data(), 4, lg.data());
+  Sequence<double>* both[2] = {&sb, &sa};  // a different order in the batch, too
+  for (int i = 0; i < 3; ++i) {
+    const int toks[2] = {tbk[4 + i], ta[5 + i]};
+    dec.step(both, 2, toks, lg.data());
+    EXPECT_LT(max_diff(std::vector<double>(lg.begin(), lg.begin() + V), alone_b[1 + i]), 1e-12) << "B step " << i;
+    EXPECT_LT(max_diff(std::vector<double>(lg.begin() + V, lg.end()), alone_a[3 + i]), 1e-12) << "A step " << i;
+  }
+}
+
+TEST(Decoder, RefusesBadInput) {
+  ModelConfig cfg = tiny_config("glu");
+  Model<double> m(cfg, 1);
+  Decoder<double> dec(m);
+  EXPECT_THROW(DecodeModeSpec::parse("fused(0)"), Error);
+  EXPECT_THROW(DecodeModeSpec::parse("greedy"), Error);
+  EXPECT_EQ(DecodeModeSpec::parse("fused(3)").k, 3);
+  EXPECT_THROW(dec.new_sequence(0, DecodeModeSpec{}), Error);
+  Sequence<double> s = dec.new_sequence(3, DecodeModeSpec{});
+  std::vector<double> lg(cfg.vocab_size);
+  const int toks[4] = {1, 2, 3, 4};
+  EXPECT_THROW(dec.prefill(s, toks, 4, lg.data()), Error);  // longer than the capacity
+  dec.prefill(s, toks, 3, lg.data());
+  Sequence<double>* sp = &s;
+  EXPECT_THROW(dec.step(&sp, 1, toks, lg.data()), Error);  // full
+}
+
+}  // namespace
