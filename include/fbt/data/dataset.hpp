@@ -152,7 +152,7 @@ class TextDataset : public DataSource {
     std::ostringstream os;
     os << what_ << ": " << num_docs_ << " document(s) (doc_split " << opts_.doc_split << "), train "
        << train_.size() << " tokens, validation " << val_.size() << " tokens";
-    if (num_val_docs_ > 0) os << " (last " << num_val_docs_ << " documents)";
+    if (num_val_docs_ > 0) os << " (last " << num_val_docs_ << " document(s))";
     else if (!val_.empty()) os << " (token-level split of the single document)";
     return os.str();
   }

@@ -87,7 +87,7 @@ template <class T> class Decoder {
     for (int t = 0; t < P; ++t)
       if (t == 0 || prompt[t] == sep_) docs_[t] = 1, start = t;
     const int passes = s.mode.mode == DecodeMode::Fused ? 1 + s.mode.k : 1;
-    Model<T>& m = const_cast<Model<T>&>(m_);  // forward-only: the parameters are read, never written
+    const Model<T>& m = m_;
     m.prepare(ws_, 1, P, 1, false);
     m.begin_batch(ws_, prompt, docs_.data());
     PassCache<T>& p = ws_.pass[0];

@@ -37,6 +37,7 @@ struct StepOptions {
   const int* prefix = nullptr;///< (K, B) plain-prefix length per pass and sequence (row 0 unused); null = 0
   Rng* rng = nullptr;         ///< jitter source (required when sigma > 0)
   bool backward = true;       ///< false: forward only (evaluation)
+  double grad_scale = 1.0;    ///< multiplies every gradient (1/micro-batches under gradient accumulation)
 };
 
 struct StepStats {
@@ -150,7 +151,7 @@ template <class T> void multipass_step(Model<T>& m, Workspace<T>& w, const Batch
     }
     m.stack_forward(w, p);
     st.weight[j] = j == 0 ? 1.0 : o.lambda / (K - 1);
-    const auto [sum, count] = m.head_forward(w, p, b.targets, grad ? st.weight[j] : 0.0);
+    const auto [sum, count] = m.head_forward(w, p, b.targets, grad ? st.weight[j] * o.grad_scale : 0.0);
     st.targets = count;
     st.loss[j] = count > 0 ? sum / double(count) : 0.0;
     if (!std::isfinite(st.loss[j])) throw Error("non-finite loss (" + std::to_string(st.loss[j]) + ") in pass " + std::to_string(j + 1) + " of " + std::to_string(K));

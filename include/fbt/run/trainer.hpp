@@ -1,0 +1,263 @@
+// fbt/run/trainer.hpp: the training loop (issue 3): schedule, AdamW, clipping, LR schedule, gradient
+// accumulation, evaluation, JSONL logs, checkpoints and exact resume.
+//
+// One optimizer step: the scheduler draws K, lambda and the prefixes (spec 3); grad_accum micro-batches
+// each run multipass_step with gradients scaled by 1/grad_accum; the global norm is clipped; AdamW
+// applies the LR schedule's rate. Every random draw comes from two Rngs (data, schedule) whose states
+// are saved with the checkpoint, so `N steps` and `N/2 + save + resume + N/2` give the same weights bit
+// for bit. A non-finite loss or gradient stops training with a message naming the step and the pass.
+// Files in out_dir: train.jsonl (every step), eval.jsonl (every evaluation), checkpoint/model.safetensors
+// (weights, Qwen3 names, config in the metadata) and checkpoint/train_state.safetensors (AdamW moments,
+// step, RNG states, token counters, the run's config), each written to a temporary name and renamed.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "../data/dataset.hpp"
+#include "../data/tasks.hpp"
+#include "../io/checkpoint.hpp"
+#include "../train/adamw.hpp"
+#include "../train/clip.hpp"
+#include "../train/evaluate.hpp"
+#include "../train/lr_schedule.hpp"
+#include "train_config.hpp"
+
+namespace fbt {
+
+/// The data source a config names: "task:<name>" (built-in, generated on the fly) or a text file.
+inline std::unique_ptr<DataSource> make_data_source(const TrainConfig& c) {
+  if (c.data.rfind("task:", 0) == 0) {
+    TaskConfig t{c.data.substr(5), c.task_difficulty, c.p_full, c.p_compressed, c.p_answer};
+    return std::make_unique<TaskDataset>(t);
+  }
+  TextDatasetOptions o;
+  o.doc_split = c.doc_split, o.val_fraction = c.val_fraction, o.seq_len = c.seq_len;
+  return std::make_unique<TextDataset>(TextDataset::from_file(c.data, o));
+}
+
+struct StepReport {
+  long step = 0;  ///< the step just taken (0-based)
+  int K = 1;
+  std::vector<double> loss;  ///< (K) mean over micro-batches
+  double lr = 0, grad_norm = 0, seconds = 0;
+};
+
+struct EvalReport {
+  long step = 0;
+  double tokens = 0;
+  std::vector<double> val_loss;      ///< (K_max) per-pass validation loss (pass k = fused(k-1) prefill at every position)
+  double seq_loss_standard = NAN;    ///< token-by-token, no feedback
+  double seq_loss_soft = NAN;        ///< token-by-token with true feedback (the sequential-exact loss)
+  ContractionCurve contraction;      ///< L(k), delta_k
+};
+
+template <class T = float> class Trainer {
+ public:
+  TrainConfig cfg;
+  std::unique_ptr<DataSource> data;
+  Model<T> model;
+  MultiPassScheduler sched;
+  LrSchedule lr_sched;
+  AdamWConfig adam;
+  Rng data_rng, sched_rng;
+  long step = 0;               ///< optimizer steps taken
+  double tokens = 0;           ///< training tokens seen
+  double compute_tokens = 0;   ///< tokens x passes (token-equivalent compute)
+
+  Trainer(const TrainConfig& c, std::unique_ptr<DataSource> d)
+      : cfg(checked(c)), data(std::move(d)), model(cfg.model, cfg.seed), sched(cfg.schedule, cfg.steps),
+        lr_sched(make_lr_schedule(cfg.lr_schedule, cfg.lr, cfg.min_lr, std::min(cfg.warmup_steps, cfg.steps), cfg.steps, cfg.wsd_decay_frac)),
+        data_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 1), sched_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 2), dec_(model, kSep) {
+    FBT_ASSERT(data, "Trainer needs a data source");
+    adam.beta1 = cfg.beta1, adam.beta2 = cfg.beta2, adam.eps = cfg.adam_eps, adam.weight_decay = cfg.weight_decay;
+  }
+  explicit Trainer(const TrainConfig& c) : Trainer(c, make_data_source(checked(c))) {}
+
+  /// Bytes the largest step of this run will need (spec 3: the library says so before it runs).
+  std::size_t step_bytes() const {
+    StepOptions o;
+    o.K = cfg.model.feedback() ? cfg.schedule.K_max : 1, o.detach = cfg.schedule.detach, o.grad_passes = cfg.schedule.grad_passes;
+    return step_workspace_bytes(model, cfg.batch_size, cfg.seq_len, o);
+  }
+
+  /// \brief One optimizer step. Throws fbt::Error naming the step (and pass) on a non-finite loss or gradient.
+  StepReport train_step() {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int B = cfg.batch_size, Tn = cfg.seq_len;
+    sched.plan(step, B, Tn, sched_rng, plan_);
+    StepOptions o;
+    o.K = plan_.K, o.lambda = plan_.lambda, o.sigma = cfg.schedule.sigma, o.detach = cfg.schedule.detach;
+    o.grad_passes = cfg.schedule.grad_passes, o.prefix = plan_.prefix.data(), o.rng = &sched_rng, o.grad_scale = 1.0 / cfg.grad_accum;
+    StepReport r;
+    r.step = step, r.K = plan_.K, r.loss.assign(plan_.K, 0.0);
+    model.params.zero_grad();
+    for (int a = 0; a < cfg.grad_accum; ++a) {
+      data->sample_batch(data_rng, B, Tn, tok_, tgt_, ds_);
+      try {
+        multipass_step(model, ws_, Batch{B, Tn, tok_.data(), tgt_.data(), ds_.data()}, o, st_);
+      } catch (const Error& e) {
+        throw Error("training stopped at step " + std::to_string(step) + ": " + e.what());
+      }
+      for (int j = 0; j < plan_.K; ++j) r.loss[j] += st_.loss[j] / cfg.grad_accum;
+    }
+    r.grad_norm = clip_grad_norm(model.params, cfg.grad_clip);
+    if (!std::isfinite(r.grad_norm)) throw Error("training stopped at step " + std::to_string(step) + ": non-finite gradient norm (" + std::to_string(r.grad_norm) + ") with K = " + std::to_string(plan_.K));
+    r.lr = lr_sched.lr(step);
+    adamw_update(model.params, adam, r.lr);
+    ++step;
+    tokens += double(B) * Tn * cfg.grad_accum;
+    compute_tokens += double(B) * Tn * cfg.grad_accum * plan_.K;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    last_state_rms_ = st_.state_rms, last_gate_mean_ = st_.gate_mean, last_gate_std_ = st_.gate_std, last_ratio_ = st_.feedback_ratio;
+    return r;
+  }
+
+  /// \brief Per-pass validation losses, the sequential-exact losses and the contraction monitor.
+  EvalReport evaluate() {
+    EvalReport e;
+    e.step = step, e.tokens = tokens;
+    const int K = model.feedback() ? std::max(cfg.schedule.K_max, 1) : 1;
+    e.val_loss = evaluate_passes(model, eval_ws_, *data, cfg.seq_len, K, cfg.eval_windows);
+    if (cfg.seq_eval_windows > 0) {
+      e.seq_loss_standard = sequential_loss(dec_, *data, cfg.seq_len, cfg.seq_eval_windows, DecodeModeSpec{});
+      if (model.feedback()) e.seq_loss_soft = sequential_loss(dec_, *data, cfg.seq_len, cfg.seq_eval_windows, DecodeModeSpec::parse("soft"));
+    }
+    if (model.feedback() && cfg.monitor_passes > 0) {
+      const int nb = std::min(4, data->num_eval_windows(cfg.seq_len));
+      std::vector<int> tok, tgt, rt, rg;
+      std::vector<std::uint8_t> ds, rd;
+      for (int i = 0; i < nb; ++i) {
+        data->eval_window(i, cfg.seq_len, rt, rg, rd);
+        tok.insert(tok.end(), rt.begin(), rt.end()), tgt.insert(tgt.end(), rg.begin(), rg.end()), ds.insert(ds.end(), rd.begin(), rd.end());
+      }
+      e.contraction = contraction_monitor(model, eval_ws_, Batch{nb, cfg.seq_len, tok.data(), tgt.data(), ds.data()}, cfg.monitor_passes);
+    }
+    return e;
+  }
+
+  /// \brief Writes checkpoint/model.safetensors and checkpoint/train_state.safetensors under dir (atomic each).
+  void save_checkpoint(const std::string& dir) const {
+    std::filesystem::create_directories(dir);
+    auto meta = model_metadata(model.cfg);  // the model file: weights + config (+ the step, to pair it with the state)
+    meta["step"] = std::to_string(step);
+    save_safetensors(dir + "/model.safetensors", model_tensors(model), meta);
+    save_train_state(dir + "/train_state.safetensors", model.params,
+                     {{"trainer_step", std::to_string(step)}, {"tokens", detail::num(tokens)}, {"compute_tokens", detail::num(compute_tokens)},
+                      {"data_rng", data_rng.state()}, {"sched_rng", sched_rng.state()}, {"train_config", to_json(cfg).dump()}});
+  }
+
+  /// \brief Rebuilds a trainer from a checkpoint directory: same config, weights, moments, RNG states and counters.
+  /// `override` may change fields that do not alter the run's math (steps, eval/checkpoint cadence, out_dir, progress).
+  static std::unique_ptr<Trainer> resume(const std::string& dir, const std::function<void(TrainConfig&)>& override = {}) {
+    const std::string st_path = dir + "/train_state.safetensors", m_path = dir + "/model.safetensors";
+    const SafetensorsFile f = read_safetensors(st_path);
+    auto meta = [&](const char* k) -> std::string {
+      auto it = f.metadata.find(k);
+      if (it == f.metadata.end()) throw Error("training state '" + st_path + "': metadata field \"" + k + "\" is missing");
+      return it->second;
+    };
+    TrainConfig c;
+    try {
+      apply_json(c, nlohmann::json::parse(meta("train_config")), "training state '" + st_path + "' (train_config)");
+    } catch (const nlohmann::json::exception& e) {
+      throw Error("training state '" + st_path + "': train_config is not valid JSON: " + e.what());
+    }
+    if (override) override(c);
+    auto t = std::make_unique<Trainer>(c);
+    load_model_into(m_path, t->model);
+    load_train_state(st_path, t->model.params);
+    t->step = detail::parse_long("trainer_step", meta("trainer_step"));
+    t->tokens = detail::parse_double("tokens", meta("tokens"));
+    t->compute_tokens = detail::parse_double("compute_tokens", meta("compute_tokens"));
+    t->data_rng.set_state(meta("data_rng"));
+    t->sched_rng.set_state(meta("sched_rng"));
+    const SafetensorsFile mf = read_safetensors(m_path);
+    auto it = mf.metadata.find("step");
+    if (it == mf.metadata.end() || it->second != std::to_string(t->step))
+      throw Error("checkpoint '" + dir + "': model.safetensors (step " + (it == mf.metadata.end() ? std::string("?") : it->second) +
+                  ") and train_state.safetensors (step " + std::to_string(t->step) + ") are from different steps");
+    return t;
+  }
+
+  /// \brief Trains until cfg.steps, evaluating, logging and checkpointing on the way. `out` gets the
+  /// progress line and evaluation summaries.
+  void run(std::FILE* out = stderr) {
+    std::filesystem::create_directories(cfg.out_dir);
+    std::ofstream log(cfg.out_dir + "/train.jsonl", std::ios::app), elog(cfg.out_dir + "/eval.jsonl", std::ios::app);
+    if (!log || !elog) throw Error("cannot write logs in '" + cfg.out_dir + "'");
+    if (out)
+      std::fprintf(out, "fbt train: %zu parameters, fuser %s, data %s\n  step workspace %.1f MB (K_max %d%s), %ld steps of %d x %d x %d tokens, mean passes %.3f\n",
+                   model.params.size(), cfg.model.fuser.c_str(), data->describe().c_str(), step_bytes() / 1e6,
+                   cfg.model.feedback() ? cfg.schedule.K_max : 1, cfg.schedule.detach ? ", detached" : "", cfg.steps, cfg.batch_size,
+                   cfg.seq_len, cfg.grad_accum, sched.mean_passes());
+    const auto t0 = std::chrono::steady_clock::now();
+    const double tok0 = tokens;
+    while (step < cfg.steps) {
+      const StepReport r = train_step();
+      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double tps = (tokens - tok0) / std::max(el, 1e-9), eta = (cfg.steps - step) * double(cfg.batch_size) * cfg.seq_len * cfg.grad_accum / std::max(tps, 1e-9);
+      nlohmann::json j{{"step", r.step}, {"tokens", tokens}, {"compute_tokens", compute_tokens}, {"K", r.K}, {"loss", r.loss},
+                       {"lr", r.lr}, {"grad_norm", r.grad_norm}, {"tok_s", double(cfg.batch_size) * cfg.seq_len * cfg.grad_accum / r.seconds}};
+      if (r.K > 1) j["state_rms"] = last_state_rms_, j["gate_mean"] = last_gate_mean_, j["gate_std"] = last_gate_std_, j["feedback_ratio"] = last_ratio_;
+      log << j.dump() << "\n";
+      if (out && cfg.progress) {
+        std::fprintf(out, "\rstep %ld/%ld | %.3gM tok | %.0f tok/s | ETA %s | K=%d loss", step, cfg.steps, tokens / 1e6, tps, fmt_time(eta).c_str(), r.K);
+        for (double l : r.loss) std::fprintf(out, " %.4f", l);
+        std::fprintf(out, " | lr %.2e   ", r.lr);
+        std::fflush(out);
+      }
+      const bool last = step == cfg.steps;
+      if ((cfg.eval_every > 0 && step % cfg.eval_every == 0) || last) {
+        const EvalReport e = evaluate();
+        nlohmann::json ej{{"step", e.step}, {"tokens", e.tokens}, {"compute_tokens", compute_tokens}, {"val_loss", e.val_loss}};
+        if (!std::isnan(e.seq_loss_standard)) ej["seq_loss_standard"] = e.seq_loss_standard;
+        if (!std::isnan(e.seq_loss_soft)) ej["seq_loss_soft"] = e.seq_loss_soft;
+        if (!e.contraction.loss.empty()) ej["contraction"] = {{"loss", e.contraction.loss}, {"delta", e.contraction.delta}};
+        elog << ej.dump() << std::endl;
+        if (out) {
+          std::fprintf(out, "\n  eval @ step %ld: val loss per pass", step);
+          for (double l : e.val_loss) std::fprintf(out, " %.4f", l);
+          if (!std::isnan(e.seq_loss_soft)) std::fprintf(out, " | sequential (soft) %.4f", e.seq_loss_soft);
+          if (!std::isnan(e.seq_loss_standard)) std::fprintf(out, " | sequential (standard) %.4f", e.seq_loss_standard);
+          if (!e.contraction.loss.empty())
+            std::fprintf(out, " | contraction L(k=%zu) %.4f, delta %.2e", e.contraction.loss.size(), e.contraction.loss.back(), e.contraction.delta.back());
+          std::fprintf(out, "\n");
+        }
+      }
+      if ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || last) save_checkpoint(cfg.out_dir + "/checkpoint");
+      log.flush();
+    }
+    if (out) std::fprintf(out, "  %.3gM training tokens, %.3gM token-equivalent compute (%.3fx), checkpoint in %s/checkpoint\n", tokens / 1e6,
+                          compute_tokens / 1e6, compute_tokens / std::max(tokens, 1.0), cfg.out_dir.c_str());
+  }
+
+  Decoder<T>& decoder() { return dec_; }
+
+ private:
+  static const TrainConfig& checked(const TrainConfig& c) {
+    validate(c);
+    return c;
+  }
+  static std::string fmt_time(double s) {
+    char b[32];
+    if (!std::isfinite(s)) return "?";
+    if (s < 60) std::snprintf(b, sizeof b, "%.0fs", s);
+    else if (s < 3600) std::snprintf(b, sizeof b, "%dm%02ds", int(s) / 60, int(s) % 60);
+    else std::snprintf(b, sizeof b, "%dh%02dm", int(s) / 3600, (int(s) % 3600) / 60);
+    return b;
+  }
+
+  Decoder<T> dec_;
+  Workspace<T> ws_, eval_ws_;
+  StepStats st_;
+  PassPlan plan_;
+  std::vector<int> tok_, tgt_;
+  std::vector<std::uint8_t> ds_;
+  std::vector<double> last_state_rms_, last_gate_mean_, last_gate_std_, last_ratio_;
+};
+
+}  // namespace fbt

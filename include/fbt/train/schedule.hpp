@@ -1,0 +1,142 @@
+// fbt/train/schedule.hpp: the multi-pass schedule of spec section 3 (the policy, not the layers).
+//
+// Before `feedback_start` (a fraction of the run's steps) every batch is single-pass teacher forcing;
+// from it on each batch draws its number of passes K from `pass_mix` ({2: 0.88, 3: 0.12} by default,
+// which over a run with start 0.75 gives the paper's 75/22/3). lambda ramps from 0 to its value over
+// `lambda_ramp` steps after the start; prefixes p_j ~ U{0..T-1} per sequence and pass (`prefix`
+// "uniform"), none, or a fixed value; sigma, detach and grad_passes pass through to the step.
+// All draws come from the Rng the caller passes (the trainer saves its state), so a run is reproducible.
+// It also reports token-equivalent compute: tokens x mean passes (75/22/3 costs 1.28x).
+#pragma once
+
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "../config.hpp"
+#include "../core/rng.hpp"
+
+namespace fbt {
+
+struct ScheduleConfig {
+  double feedback_start = 0.75;                       ///< fraction of the steps trained single-pass first
+  std::map<int, double> pass_mix{{2, 0.88}, {3, 0.12}};  ///< P(K) after the start
+  int K_max = 3;
+  double lambda = 1.0;                                ///< weight of the fed-back passes' mean loss
+  long lambda_ramp = 0;                               ///< steps over which lambda ramps 0 -> lambda after the start
+  std::string prefix = "uniform";                     ///< uniform | none | a fixed number of plain positions
+  double sigma = 0.02;                                ///< jitter of the carried state
+  bool detach = false;
+  int grad_passes = 0;                                ///< 0 = all passes
+
+  /// Throws fbt::Error naming the field.
+  void validate() const {
+    auto fail = [](const std::string& f, const std::string& why) { throw Error("invalid schedule: " + f + ": " + why); };
+    if (!(feedback_start >= 0 && feedback_start <= 1)) fail("feedback_start", "must be a fraction in [0, 1]");
+    if (K_max < 1) fail("K_max", "must be >= 1");
+    double total = 0;
+    for (const auto& [k, p] : pass_mix) {
+      if (k < 1 || k > K_max) fail("pass_mix", "K = " + std::to_string(k) + " is outside [1, K_max = " + std::to_string(K_max) + "]");
+      if (!(p >= 0)) fail("pass_mix", "probability of K = " + std::to_string(k) + " must be >= 0");
+      total += p;
+    }
+    if (pass_mix.empty() || !(total > 0)) fail("pass_mix", "needs at least one K with positive probability");
+    if (!(lambda >= 0)) fail("lambda", "must be >= 0");
+    if (lambda_ramp < 0) fail("lambda_ramp", "must be >= 0");
+    if (prefix != "uniform" && prefix != "none") {
+      char* end = nullptr;
+      const long v = std::strtol(prefix.c_str(), &end, 10);
+      if (prefix.empty() || *end != 0 || v < 0) fail("prefix", "must be uniform, none or a number >= 0, got \"" + prefix + "\"");
+    }
+    if (!(sigma >= 0)) fail("sigma", "must be >= 0");
+    if (grad_passes < 0) fail("grad_passes", "must be >= 0");
+  }
+
+  /// Parses "2:0.88,3:0.12".
+  static std::map<int, double> parse_mix(const std::string& s) {
+    std::map<int, double> m;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      const auto c = item.find(':');
+      if (c == std::string::npos) throw Error("invalid schedule: pass_mix: expected K:probability pairs like 2:0.88,3:0.12, got \"" + s + "\"");
+      try {
+        m[std::stoi(item.substr(0, c))] = std::stod(item.substr(c + 1));
+      } catch (const std::exception&) {
+        throw Error("invalid schedule: pass_mix: cannot read \"" + item + "\" as K:probability");
+      }
+    }
+    return m;
+  }
+  static std::string format_mix(const std::map<int, double>& m) {
+    std::ostringstream os;
+    for (auto it = m.begin(); it != m.end(); ++it) os << (it == m.begin() ? "" : ",") << it->first << ":" << it->second;
+    return os.str();
+  }
+};
+
+/// What one batch is trained with.
+struct PassPlan {
+  int K = 1;
+  double lambda = 1.0;
+  std::vector<int> prefix;  ///< (K, B): plain positions per pass and sequence (row 0 unused)
+};
+
+class MultiPassScheduler {
+ public:
+  MultiPassScheduler(const ScheduleConfig& c, long total_steps) : c_(c), total_(total_steps) {
+    c_.validate();
+    FBT_ASSERT(total_steps > 0, "schedule: total_steps must be > 0");
+    double tot = 0;
+    for (const auto& kv : c_.pass_mix) tot += kv.second;
+    for (const auto& kv : c_.pass_mix) cdf_.push_back({kv.first, (cum_ += kv.second / tot)});
+  }
+  const ScheduleConfig& config() const { return c_; }
+  /// First step with feedback.
+  long start_step() const { return long(c_.feedback_start * double(total_) + 0.5); }
+
+  /// \brief The plan of step `step` for a (B, T) batch; draws K and the prefixes from rng.
+  void plan(long step, int B, int T, Rng& rng, PassPlan& out) const {
+    out.K = 1;
+    out.lambda = c_.lambda;
+    if (step >= start_step()) {
+      const double u = rng.uniform();
+      out.K = cdf_.back().first;
+      for (const auto& [k, c] : cdf_)
+        if (u < c) {
+          out.K = k;
+          break;
+        }
+      if (c_.lambda_ramp > 0) out.lambda = c_.lambda * std::min(1.0, double(step - start_step() + 1) / double(c_.lambda_ramp));
+    }
+    out.prefix.assign(std::size_t(out.K) * B, 0);
+    for (int j = 1; j < out.K; ++j)
+      for (int b = 0; b < B; ++b) {
+        int p = 0;
+        if (c_.prefix == "uniform") p = int(rng.below(std::uint32_t(T)));
+        else if (c_.prefix != "none") p = std::min(T, std::atoi(c_.prefix.c_str()));
+        out.prefix[std::size_t(j) * B + b] = p;
+      }
+  }
+
+  /// Mean passes per batch over the whole run (token-equivalent compute / tokens): 75/22/3 -> 1.28.
+  double mean_passes() const {
+    double after = 0;
+    double prev = 0;
+    for (const auto& [k, c] : cdf_) after += k * (c - prev), prev = c;
+    const double f = double(start_step()) / double(total_);
+    return f * 1.0 + (1.0 - f) * after;
+  }
+
+ private:
+  ScheduleConfig c_;
+  long total_;
+  double cum_ = 0;
+  std::vector<std::pair<int, double>> cdf_;
+};
+
+}  // namespace fbt

@@ -1,0 +1,99 @@
+// MultiPassScheduler (spec section 3): single-pass before feedback_start, K drawn from pass_mix after it,
+// 75/22/3 over a run with the defaults (mean passes 1.28), lambda ramp, prefix modes, determinism, and
+// refusals that name the field.
+#include <gtest/gtest.h>
+
+#include "fbt/train/schedule.hpp"
+
+using namespace fbt;
+
+TEST(Schedule, SinglePassBeforeTheStartThenThePassMix) {
+  ScheduleConfig c;  // defaults: start 0.75, {2: 0.88, 3: 0.12}
+  MultiPassScheduler s(c, 20000);
+  EXPECT_EQ(s.start_step(), 15000);
+  Rng rng(1);
+  PassPlan p;
+  long counts[4] = {0, 0, 0, 0};
+  for (long step = 0; step < 20000; ++step) {
+    s.plan(step, 2, 16, rng, p);
+    if (step < 15000) ASSERT_EQ(p.K, 1);
+    ++counts[p.K];
+  }
+  EXPECT_EQ(counts[1], 15000);
+  EXPECT_NEAR(counts[2] / 20000.0, 0.22, 0.012);  // 75/22/3 over the run (~5 standard errors)
+  EXPECT_NEAR(counts[3] / 20000.0, 0.03, 0.006);
+  EXPECT_NEAR(s.mean_passes(), 1.28, 1e-12);
+}
+
+TEST(Schedule, PrefixModesAndLambdaRamp) {
+  ScheduleConfig c;
+  c.feedback_start = 0.5, c.pass_mix = {{3, 1.0}}, c.lambda = 0.8, c.lambda_ramp = 4;
+  MultiPassScheduler s(c, 100);
+  Rng rng(2);
+  PassPlan p;
+  s.plan(50, 3, 10, rng, p);
+  EXPECT_EQ(p.K, 3);
+  EXPECT_NEAR(p.lambda, 0.2, 1e-12);  // first step of the ramp: 1/4
+  s.plan(53, 3, 10, rng, p);
+  EXPECT_NEAR(p.lambda, 0.8, 1e-12);
+  s.plan(90, 3, 10, rng, p);
+  EXPECT_NEAR(p.lambda, 0.8, 1e-12);
+  ASSERT_EQ(p.prefix.size(), 9u);
+  bool varied = false;
+  for (int i = 3; i < 9; ++i) {
+    EXPECT_GE(p.prefix[i], 0);
+    EXPECT_LT(p.prefix[i], 10);
+    varied |= p.prefix[i] != p.prefix[3];
+  }
+  EXPECT_TRUE(varied) << "uniform prefixes differ between sequences";
+  c.prefix = "none";
+  MultiPassScheduler n(c, 100);
+  n.plan(60, 3, 10, rng, p);
+  for (int v : p.prefix) EXPECT_EQ(v, 0);
+  c.prefix = "4";
+  MultiPassScheduler f(c, 100);
+  f.plan(60, 3, 10, rng, p);
+  for (int i = 3; i < 9; ++i) EXPECT_EQ(p.prefix[i], 4);
+}
+
+TEST(Schedule, SeededAndDeterministic) {
+  ScheduleConfig c;
+  c.feedback_start = 0.0;
+  MultiPassScheduler s(c, 1000);
+  Rng a(5), b(5);
+  PassPlan pa, pb;
+  for (long step = 0; step < 200; ++step) {
+    s.plan(step, 4, 32, a, pa);
+    s.plan(step, 4, 32, b, pb);
+    ASSERT_EQ(pa.K, pb.K);
+    ASSERT_EQ(pa.prefix, pb.prefix);
+  }
+}
+
+TEST(Schedule, RefusesBadKnobsNamingThem) {
+  auto refused = [](ScheduleConfig c, const std::string& field) {
+    try {
+      c.validate();
+      ADD_FAILURE() << field << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  };
+  ScheduleConfig c;
+  c.feedback_start = 1.5;
+  refused(c, "feedback_start");
+  c = ScheduleConfig{};
+  c.pass_mix = {{4, 1.0}};
+  refused(c, "pass_mix");
+  c = ScheduleConfig{};
+  c.pass_mix = {{2, 0.0}};
+  refused(c, "pass_mix");
+  c = ScheduleConfig{};
+  c.prefix = "some";
+  refused(c, "prefix");
+  c = ScheduleConfig{};
+  c.sigma = -1;
+  refused(c, "sigma");
+  EXPECT_EQ(ScheduleConfig::parse_mix("2:0.88,3:0.12"), (std::map<int, double>{{2, 0.88}, {3, 0.12}}));
+  EXPECT_THROW(ScheduleConfig::parse_mix("2=0.5"), Error);
+}
