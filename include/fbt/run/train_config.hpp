@@ -67,11 +67,15 @@ inline bool parse_bool(const std::string& f, const std::string& v) {
   if (v == "false" || v == "0" || v == "off") return false;
   throw Error("config field " + f + ": expected true or false, got \"" + v + "\"");
 }
+/// The shortest decimal text that reads back as exactly x (15 digits when they suffice, else 17).
 inline std::string num(double x) {
-  std::ostringstream os;
-  os.precision(17);
-  os << x;
-  return os.str();
+  for (int prec : {15, 17}) {
+    std::ostringstream os;
+    os.precision(prec);
+    os << x;
+    if (prec == 17 || std::strtod(os.str().c_str(), nullptr) == x) return os.str();
+  }
+  return {};
 }
 }  // namespace detail
 

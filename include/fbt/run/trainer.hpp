@@ -11,6 +11,7 @@
 // step, RNG states, token counters, the run's config), each written to a temporary name and renamed.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -67,6 +68,7 @@ template <class T = float> class Trainer {
   long step = 0;               ///< optimizer steps taken
   double tokens = 0;           ///< training tokens seen
   double compute_tokens = 0;   ///< tokens x passes (token-equivalent compute)
+  std::atomic<long>* progress_counter = nullptr;  ///< if set, run() stores `step` here after every step (for a watcher thread)
 
   Trainer(const TrainConfig& c, std::unique_ptr<DataSource> d)
       : cfg(checked(c)), data(std::move(d)), model(cfg.model, cfg.seed), sched(cfg.schedule, cfg.steps),
@@ -198,6 +200,7 @@ template <class T = float> class Trainer {
     const double tok0 = tokens;
     while (step < cfg.steps) {
       const StepReport r = train_step();
+      if (progress_counter) progress_counter->store(step);
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double tps = (tokens - tok0) / std::max(el, 1e-9), eta = (cfg.steps - step) * double(cfg.batch_size) * cfg.seq_len * cfg.grad_accum / std::max(tps, 1e-9);
       nlohmann::json j{{"step", r.step}, {"tokens", tokens}, {"compute_tokens", compute_tokens}, {"K", r.K}, {"loss", r.loss},

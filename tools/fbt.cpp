@@ -1,0 +1,350 @@
+// tools/fbt.cpp: the `fbt` command: train, eval, sample and demo (issue 3).
+//
+//   fbt train  [--config FILE.json] [--resume CKPT_DIR] [--FIELD VALUE ...]
+//   fbt eval   --checkpoint CKPT [--data task:NAME|FILE] [--seq_len T] [--windows N] [--seq_windows N] [--monitor K]
+//   fbt sample --checkpoint CKPT --prompt TEXT [--mode standard|soft|fused(k)] [--max_new_tokens N] [--temperature X] ...
+//   fbt demo   [--task NAME] [--steps N] [--out_dir DIR]
+// Every error is one line on stderr naming the file, field or value at fault, and exit status 1.
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include <unistd.h>
+
+#include "fbt/run/task_eval.hpp"
+#include "fbt/run/trainer.hpp"
+
+using namespace fbt;
+
+namespace {
+
+using Args = std::vector<std::pair<std::string, std::string>>;
+
+/// --name value / --name=value pairs (everything after the subcommand).
+Args parse_args(int argc, char** argv, int from) {
+  Args a;
+  for (int i = from; i < argc; ++i) {
+    std::string k = argv[i];
+    if (k == "--help" || k == "-h") {
+      a.push_back({"help", ""});
+      continue;
+    }
+    if (k.rfind("--", 0) != 0) throw Error("unexpected argument \"" + k + "\" (options look like --name value)");
+    k = k.substr(2);
+    const auto eq = k.find('=');
+    if (eq != std::string::npos) {
+      a.push_back({k.substr(0, eq), k.substr(eq + 1)});
+    } else {
+      if (i + 1 >= argc) throw Error("option --" + k + " needs a value");
+      a.push_back({k, argv[++i]});
+    }
+  }
+  return a;
+}
+bool wants_help(const Args& a) {
+  for (const auto& kv : a)
+    if (kv.first == "help") return true;
+  return false;
+}
+std::string take(Args& a, const std::string& key, const std::string& def) {
+  for (auto it = a.begin(); it != a.end(); ++it)
+    if (it->first == key) {
+      const std::string v = it->second;
+      a.erase(it);
+      return v;
+    }
+  return def;
+}
+void no_leftovers(const Args& a, const char* cmd) {
+  if (!a.empty()) throw Error(std::string("fbt ") + cmd + ": unknown option --" + a.front().first + " (see fbt " + cmd + " --help)");
+}
+std::string model_path(const std::string& p) {
+  if (std::filesystem::is_directory(p)) return p + "/model.safetensors";
+  return p;
+}
+
+const char* kUsage =
+    "fbt: full-bandwidth transformers (arXiv:2608.08888) on the CPU\n\n"
+    "usage: fbt <command> [--option value ...]\n\n"
+    "commands:\n"
+    "  train    train a model on a built-in task or a text file (the paper's K-pass schedule)\n"
+    "  eval     per-pass and sequential validation losses and the contraction monitor of a checkpoint\n"
+    "  sample   generate text from a checkpoint in a decoding mode (standard, soft, fused(k))\n"
+    "  demo     train a baseline and a full-bandwidth model on the same tokens and compare them\n\n"
+    "fbt <command> --help lists the command's options.\n";
+
+// ------------------------------------------------------------------------------------------ train
+int cmd_train(Args a) {
+  if (wants_help(a)) {
+    std::printf(
+        "fbt train [--config FILE.json] [--resume CHECKPOINT_DIR] [--FIELD VALUE ...]\n\n"
+        "Trains with the multi-pass schedule (spec section 3). The config file is one JSON object with the\n"
+        "field names below; flags override it. --resume continues a run bit-identically from\n"
+        "OUT_DIR/checkpoint (flags then may change only steps, eval/checkpoint cadence, out_dir, progress).\n\n"
+        "fields (default):\n");
+    const TrainConfig d;
+    for (const auto& f : train_config_fields()) std::printf("  --%-24s %s (%s)\n", f.name.c_str(), f.help.c_str(), f.get(d).c_str());
+    return 0;
+  }
+  const std::string resume = take(a, "resume", ""), config = take(a, "config", "");
+  if (!resume.empty()) {
+    static const char* allowed[] = {"steps", "eval_every", "checkpoint_every", "out_dir", "progress", "eval_windows", "seq_eval_windows", "monitor_passes"};
+    for (const auto& kv : a)
+      if (std::find_if(std::begin(allowed), std::end(allowed), [&](const char* s) { return kv.first == s; }) == std::end(allowed))
+        throw Error("fbt train --resume: --" + kv.first + " would change the run's math; only steps, cadence and output options may change");
+    auto t = Trainer<float>::resume(resume, [&](TrainConfig& c) {
+      for (const auto& kv : a) set_config_field(c, kv.first, kv.second);
+    });
+    std::fprintf(stderr, "resumed from %s at step %ld\n", resume.c_str(), t->step);
+    t->run(stderr);
+    return 0;
+  }
+  TrainConfig c = config.empty() ? TrainConfig{} : load_train_config_file(config);
+  for (const auto& kv : a) set_config_field(c, kv.first, kv.second);
+  Trainer<float> t(c);
+  t.run(stderr);
+  return 0;
+}
+
+// ------------------------------------------------------------------------------------------- eval
+int cmd_eval(Args a) {
+  if (wants_help(a)) {
+    std::printf(
+        "fbt eval --checkpoint CKPT [--data task:NAME|FILE] [--task_difficulty N] [--seq_len T] [--windows N]\n"
+        "         [--seq_windows N] [--monitor K] [--passes K] [--doc_split blank_line|none]\n\n"
+        "Prints the per-pass validation losses (pass k = fused(k-1) prefill at every position), the\n"
+        "sequential-exact losses (token by token, standard and soft) and the contraction monitor L(k), delta_k\n"
+        "(spec section 6). CKPT is a checkpoint directory or a model.safetensors file.\n");
+    return 0;
+  }
+  const std::string ck = take(a, "checkpoint", "");
+  if (ck.empty()) throw Error("fbt eval: --checkpoint is required");
+  TrainConfig c;
+  c.data = take(a, "data", "task:addition");
+  c.task_difficulty = int(detail::parse_long("task_difficulty", take(a, "task_difficulty", "3")));
+  c.doc_split = take(a, "doc_split", "blank_line");
+  c.seq_len = int(detail::parse_long("seq_len", take(a, "seq_len", "128")));
+  const int windows = int(detail::parse_long("windows", take(a, "windows", "32")));
+  const int seq_windows = int(detail::parse_long("seq_windows", take(a, "seq_windows", "2")));
+  const int monitor = int(detail::parse_long("monitor", take(a, "monitor", "30")));
+  const std::string passes = take(a, "passes", "");
+  no_leftovers(a, "eval");
+  Model<float> m = load_model<float>(model_path(ck));
+  c.model = m.cfg;
+  auto data = make_data_source(c);
+  const int K = passes.empty() ? (m.feedback() ? 3 : 1) : int(detail::parse_long("passes", passes));
+  Workspace<float> w;
+  std::printf("checkpoint %s: %zu parameters, fuser %s; data %s\n", ck.c_str(), m.params.size(), m.cfg.fuser.c_str(), data->describe().c_str());
+  const auto vl = evaluate_passes(m, w, *data, c.seq_len, K, windows);
+  for (int k = 0; k < K; ++k) std::printf("  pass %d validation loss %.4f%s\n", k + 1, vl[k], k == 0 ? "  (standard)" : "");
+  Decoder<float> dec(m, kSep);
+  if (seq_windows > 0) {
+    std::printf("  sequential (standard) loss %.4f\n", sequential_loss(dec, *data, c.seq_len, seq_windows, DecodeModeSpec{}));
+    if (m.feedback()) std::printf("  sequential (soft) loss %.4f\n", sequential_loss(dec, *data, c.seq_len, seq_windows, DecodeModeSpec::parse("soft")));
+  }
+  if (m.feedback() && monitor > 0) {
+    std::vector<int> tok, tgt;
+    std::vector<std::uint8_t> ds;
+    data->eval_window(0, c.seq_len, tok, tgt, ds);
+    const auto cc = contraction_monitor(m, w, Batch{1, c.seq_len, tok.data(), tgt.data(), ds.data()}, monitor);
+    std::printf("  contraction monitor (k: L(k), delta_k):");
+    for (std::size_t k = 0; k < cc.loss.size(); ++k) std::printf("%s %zu: %.4f %.2e", k % 5 ? "," : "\n   ", k + 1, cc.loss[k], cc.delta[k]);
+    std::printf("\n");
+  }
+  return 0;
+}
+
+// ----------------------------------------------------------------------------------------- sample
+int cmd_sample(Args a) {
+  if (wants_help(a)) {
+    std::printf(
+        "fbt sample --checkpoint CKPT --prompt TEXT [--mode standard|soft|fused(k)] [--max_new_tokens N]\n"
+        "           [--temperature X] [--top_k N] [--top_p X] [--seed N] [--n N]\n\n"
+        "Generates with the KV-cache decoder (spec section 4). temperature 0 is greedy. --n samples several\n"
+        "continuations together (batched), each with its own seed (seed, seed+1, ...).\n");
+    return 0;
+  }
+  const std::string ck = take(a, "checkpoint", ""), prompt = take(a, "prompt", "");
+  if (ck.empty()) throw Error("fbt sample: --checkpoint is required");
+  if (prompt.empty()) throw Error("fbt sample: --prompt is required (a non-empty text)");
+  GenerateOptions o;
+  o.mode = DecodeModeSpec::parse(take(a, "mode", "soft"));
+  o.max_new_tokens = int(detail::parse_long("max_new_tokens", take(a, "max_new_tokens", "200")));
+  o.sampling.temperature = detail::parse_double("temperature", take(a, "temperature", "0.8"));
+  o.sampling.top_k = int(detail::parse_long("top_k", take(a, "top_k", "0")));
+  o.sampling.top_p = detail::parse_double("top_p", take(a, "top_p", "1"));
+  o.seed = std::uint64_t(detail::parse_long("seed", take(a, "seed", "1")));
+  const int n = int(detail::parse_long("n", take(a, "n", "1")));
+  no_leftovers(a, "sample");
+  o.sampling.validate();
+  Model<float> m = load_model<float>(model_path(ck));
+  if (o.mode.mode != DecodeMode::Standard && !m.feedback()) {
+    std::fprintf(stderr, "note: %s is a baseline (fuser none); decoding in standard mode\n", ck.c_str());
+    o.mode = DecodeModeSpec{};
+  }
+  Decoder<float> dec(m, kSep);
+  std::vector<Request> reqs;
+  for (int i = 0; i < n; ++i) {
+    reqs.push_back({ByteTokenizer::encode_document(prompt), o});
+    reqs.back().opts.seed = o.seed + i;
+  }
+  const auto outs = generate_batch(dec, reqs);
+  for (int i = 0; i < n; ++i)
+    std::printf("--- sample %d (%s, temperature %g, seed %llu)\n%s%s\n", i + 1, o.mode.name().c_str(), o.sampling.temperature,
+                (unsigned long long)(o.seed + i), prompt.c_str(), ByteTokenizer::decode_visible(outs[i]).c_str());
+  return 0;
+}
+
+// ------------------------------------------------------------------------------------------- demo
+struct DemoModel {
+  std::string name;
+  std::unique_ptr<Trainer<float>> trainer;
+  std::atomic<long> progress{0};
+  EvalReport eval;
+  std::vector<TaskEvalResult> tasks;
+  std::map<std::string, double> ms_per_token;
+  std::string error;
+};
+
+int cmd_demo(Args a) {
+  if (wants_help(a)) {
+    std::printf(
+        "fbt demo [--task addition|state_tracking|multihop] [--task_difficulty N] [--steps N] [--examples N] [--out_dir DIR]\n\n"
+        "Trains a baseline (fuser none) and a full-bandwidth model (glu fuser, the paper's schedule: single-pass\n"
+        "for 75%% of the steps, then 88%% 2-pass and 12%% 3-pass batches) of the same size on the same tokens,\n"
+        "one per core, then prints side by side: validation loss per decoding mode, task accuracy and median\n"
+        "trace length per mode (greedy), and decode ms/token in standard and soft mode. Logs and checkpoints\n"
+        "go to OUT_DIR/baseline and OUT_DIR/fbt, the table also to OUT_DIR/demo.json.\n");
+    return 0;
+  }
+  TrainConfig base;
+  base.data = "task:" + take(a, "task", "addition");
+  base.task_difficulty = int(detail::parse_long("task_difficulty", take(a, "task_difficulty", "3")));
+  base.steps = detail::parse_long("steps", take(a, "steps", "600"));
+  const int n_examples = int(detail::parse_long("examples", take(a, "examples", "100")));
+  const std::string out_dir = take(a, "out_dir", "runs/demo");
+  no_leftovers(a, "demo");
+  base.batch_size = 16, base.seq_len = 128, base.lr = 3e-3, base.min_lr = 3e-4, base.warmup_steps = 50;
+  base.eval_every = 0, base.eval_windows = 32, base.seq_eval_windows = 4, base.monitor_passes = 0, base.progress = false;
+
+  DemoModel models[2];
+  models[0].name = "baseline";
+  models[1].name = "full-bandwidth";
+  TrainConfig cb = base, cf = base;
+  cb.model.fuser = "none", cb.schedule.feedback_start = 1.0, cb.schedule.K_max = 1, cb.schedule.pass_mix = {{1, 1.0}}, cb.out_dir = out_dir + "/baseline";
+  cf.model.fuser = "glu", cf.out_dir = out_dir + "/fbt";
+  models[0].trainer = std::make_unique<Trainer<float>>(cb);
+  models[1].trainer = std::make_unique<Trainer<float>>(cf);
+  std::printf("fbt demo: %s (difficulty %d), %ld steps of %d x %d tokens each, both models on the same batches\n",
+              base.data.c_str(), base.task_difficulty, base.steps, base.batch_size, base.seq_len);
+  std::printf("  baseline %zu parameters; full-bandwidth %zu (+ the fuser and N_in)\n", models[0].trainer->model.params.size(),
+              models[1].trainer->model.params.size());
+  TaskConfig task{base.data.substr(5), base.task_difficulty, base.p_full, base.p_compressed, base.p_answer};
+  const auto examples = eval_examples(task, n_examples, 20261202);
+  const int max_bytes = max_solution_bytes(task) + 8;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto work = [&](DemoModel& d, std::vector<std::string> modes) {
+    try {
+      d.trainer->progress_counter = &d.progress;
+      d.trainer->run(nullptr);
+      d.eval = d.trainer->evaluate();
+      Decoder<float>& dec = d.trainer->decoder();
+      for (const auto& md : modes) d.tasks.push_back(evaluate_task(dec, task, examples, DecodeModeSpec::parse(md), max_bytes));
+      d.ms_per_token["standard"] = decode_ms_per_token(dec, DecodeModeSpec{}, 32, 96);
+      if (d.trainer->model.feedback()) d.ms_per_token["soft"] = decode_ms_per_token(dec, DecodeModeSpec::parse("soft"), 32, 96);
+    } catch (const std::exception& e) {
+      d.error = e.what();
+    }
+    d.progress.store(-1);
+  };
+  std::thread tb(work, std::ref(models[0]), std::vector<std::string>{"standard"});
+  std::thread tf(work, std::ref(models[1]), std::vector<std::string>{"standard", "soft", "fused(1)", "fused(2)"});
+  const bool tty = isatty(fileno(stderr));
+  for (int tick = 0;; ++tick) {
+    const long pb = models[0].progress.load(), pf = models[1].progress.load();
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const bool done = pb < 0 && pf < 0;
+    if (tty || tick % 20 == 0 || done)  // a live line on a terminal, a line every 10 s in a log
+      std::fprintf(stderr, "%s  training + evaluation: baseline %s, full-bandwidth %s  (%.0f s)   %s", tty ? "\r" : "",
+                   pb < 0 ? "done" : (std::to_string(pb) + "/" + std::to_string(base.steps)).c_str(),
+                   pf < 0 ? "done" : (std::to_string(pf) + "/" + std::to_string(base.steps)).c_str(), el, tty ? "" : "\n");
+    if (done) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  tb.join(), tf.join();
+  std::fprintf(stderr, "\n");
+  for (auto& d : models)
+    if (!d.error.empty()) throw Error(d.name + ": " + d.error);
+
+  // the side-by-side table
+  const auto& b = models[0];
+  const auto& f = models[1];
+  auto cell = [](double v, const char* fmt = "%.4f") {
+    char s[32];
+    if (std::isnan(v)) return std::string("-");
+    std::snprintf(s, sizeof s, fmt, v);
+    return std::string(s);
+  };
+  std::printf("\n%-34s %14s %16s\n", "", "baseline", "full-bandwidth");
+  std::printf("%-34s %14s %16s\n", "validation loss, standard (pass 1)", cell(b.eval.val_loss[0]).c_str(), cell(f.eval.val_loss[0]).c_str());
+  std::printf("%-34s %14s %16s\n", "validation loss, fused(1) (pass 2)", "-", cell(f.eval.val_loss.size() > 1 ? f.eval.val_loss[1] : NAN).c_str());
+  std::printf("%-34s %14s %16s\n", "validation loss, fused(2) (pass 3)", "-", cell(f.eval.val_loss.size() > 2 ? f.eval.val_loss[2] : NAN).c_str());
+  std::printf("%-34s %14s %16s\n", "validation loss, token by token", cell(b.eval.seq_loss_standard).c_str(), cell(f.eval.seq_loss_soft).c_str());
+  std::printf("%-34s %14s %16s\n", "  (baseline: standard; fbt: soft)", "", "");
+  auto find = [](const DemoModel& d, const std::string& m) -> const TaskEvalResult* {
+    for (const auto& t : d.tasks)
+      if (t.mode == m) return &t;
+    return nullptr;
+  };
+  for (const char* md : {"standard", "soft", "fused(1)", "fused(2)"}) {
+    const TaskEvalResult *rb = find(b, md), *rf = find(f, md);
+    std::printf("%-34s %14s %16s\n", (std::string("accuracy, ") + md).c_str(), rb ? cell(rb->accuracy, "%.3f").c_str() : "-",
+                rf ? cell(rf->accuracy, "%.3f").c_str() : "-");
+    std::printf("%-34s %14s %16s\n", (std::string("median trace bytes, ") + md).c_str(), rb ? cell(rb->median_trace, "%.1f").c_str() : "-",
+                rf ? cell(rf->median_trace, "%.1f").c_str() : "-");
+  }
+  for (const char* md : {"standard", "soft"}) {
+    auto ms = [&](const DemoModel& d) { return d.ms_per_token.count(md) ? cell(d.ms_per_token.at(md), "%.3f") : std::string("-"); };
+    std::printf("%-34s %14s %16s\n", (std::string("decode ms/token, ") + md).c_str(), ms(b).c_str(), ms(f).c_str());
+  }
+  std::printf("\n%d task examples (greedy, at most %d bytes each); training tokens %.3gM each; token-equivalent compute: baseline %.3gM, "
+              "full-bandwidth %.3gM.\nThe decode timings ran while the other model was still working, so they are indicative only.\n",
+              n_examples, max_bytes, b.trainer->tokens / 1e6, b.trainer->compute_tokens / 1e6, f.trainer->compute_tokens / 1e6);
+  nlohmann::json j;
+  for (const auto& d : models) {
+    nlohmann::json m{{"val_loss", d.eval.val_loss}, {"tokens", d.trainer->tokens}, {"compute_tokens", d.trainer->compute_tokens},
+                     {"ms_per_token", d.ms_per_token}};
+    if (!std::isnan(d.eval.seq_loss_standard)) m["seq_loss_standard"] = d.eval.seq_loss_standard;
+    if (!std::isnan(d.eval.seq_loss_soft)) m["seq_loss_soft"] = d.eval.seq_loss_soft;
+    for (const auto& t : d.tasks) m["tasks"][t.mode] = {{"accuracy", t.accuracy}, {"median_trace", t.median_trace}, {"completed", t.completed}};
+    j[d.name] = m;
+  }
+  std::filesystem::create_directories(out_dir);
+  std::ofstream(out_dir + "/demo.json") << j.dump(2) << "\n";
+  std::printf("table saved to %s/demo.json\n", out_dir.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    std::printf("%s", kUsage);
+    return argc < 2 ? 1 : 0;
+  }
+  const std::string cmd = argv[1];
+  try {
+    Args a = parse_args(argc, argv, 2);
+    if (cmd == "train") return cmd_train(a);
+    if (cmd == "eval") return cmd_eval(a);
+    if (cmd == "sample") return cmd_sample(a);
+    if (cmd == "demo") return cmd_demo(a);
+    std::fprintf(stderr, "fbt: unknown command \"%s\"\n\n%s", cmd.c_str(), kUsage);
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "\nfbt %s: error: %s\n", cmd.c_str(), e.what());
+    return 1;
+  }
+}
