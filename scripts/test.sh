@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Install dependencies, build fbt with its tests (build dir: build), run the whole ctest suite.
 # Exit status is ctest's. Extra arguments go to ctest, e.g. scripts/test.sh -L ops.
-# FBT_BUILD_DIR overrides the build directory, FBT_JOBS the parallelism (default 2).
+# FBT_BUILD_DIR overrides the build directory, FBT_JOBS the parallelism (default 2),
+# FBT_CMAKE_ARGS adds cmake options.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/setup.sh
 build_dir="${FBT_BUILD_DIR:-build}"
-bash scripts/build.sh "$build_dir" -DFBT_BUILD_TESTS=ON
+# FBT_CMAKE_ARGS adds configure options (e.g. "-DFBT_SANITIZE=ON" for the sanitizer run in .ci/run).
+# shellcheck disable=SC2086
+bash scripts/build.sh "$build_dir" -DFBT_BUILD_TESTS=ON ${FBT_CMAKE_ARGS:-}
 echo "+ ctest --test-dir $build_dir --output-on-failure -j ${FBT_JOBS:-2} $*"
 exec ctest --test-dir "$build_dir" --output-on-failure -j "${FBT_JOBS:-2}" "$@"

@@ -73,4 +73,19 @@ class Rng {
   double spare_ = 0.0;
 };
 
+/// SplitMix64 (Steele, Lea & Flood 2014): a tiny counter-based generator for cheap independent
+/// streams (the per-row jitter of the K-pass step); no state but one word, no allocation.
+struct SplitMix64 {
+  std::uint64_t s;
+  explicit SplitMix64(std::uint64_t seed) : s(seed) {}
+  std::uint64_t next() {
+    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  /// Uniform in [lo, hi) with 53 random bits.
+  double uniform(double lo, double hi) { return lo + (hi - lo) * double(next() >> 11) * (1.0 / 9007199254740992.0); }
+};
+
 }  // namespace fbt

@@ -38,6 +38,7 @@ struct StepOptions {
   Rng* rng = nullptr;         ///< jitter source (required when sigma > 0)
   bool backward = true;       ///< false: forward only (evaluation)
   double grad_scale = 1.0;    ///< multiplies every gradient (1/micro-batches under gradient accumulation)
+  int row_offset = 0;         ///< index of the batch's first row in a larger batch (a thread's share): jitter streams are per row
 };
 
 struct StepStats {
@@ -142,8 +143,15 @@ template <class T> void multipass_step(Model<T>& m, Workspace<T>& w, const Batch
       const T* src = m.source_state(slot_of(j - 1));
       const T* noise = nullptr;
       if (o.sigma > 0) {  // draw the jitter into a buffer that is free during forward
+        // one seed per pass from the caller's Rng, then one stream per batch row (by its global index), so
+        // a batch split across threads draws exactly the noise the whole batch would
+        const std::uint64_t seed = (std::uint64_t(o.rng->next_u32()) << 32) | o.rng->next_u32();
         T* nz = w.dres ? w.dres : w.noise;
-        for (std::size_t i = 0; i < std::size_t(N) * D; ++i) nz[i] = T(o.rng->uniform(-o.sigma, o.sigma));
+        const std::size_t row = std::size_t(b.T) * D;
+        for (int r = 0; r < b.B; ++r) {
+          SplitMix64 rr(seed ^ (0xD1B54A32D192ED03ull * std::uint64_t(o.row_offset + r + 1)));
+          for (std::size_t i = 0; i < row; ++i) nz[r * row + i] = T(rr.uniform(-o.sigma, o.sigma));
+        }
         noise = nz;
       }
       m.fused_input(w, p, src, noise, o.prefix ? o.prefix + std::size_t(j) * b.B : nullptr);

@@ -35,6 +35,7 @@ struct TrainConfig {
   long warmup_steps = 50;
   double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8, grad_clip = 1.0;
   std::uint64_t seed = 1;
+  int threads = 1;  ///< a step's batch rows split across threads (model/parallel_step.hpp)
   // evaluation and output
   int eval_every = 200, eval_windows = 32, seq_eval_windows = 2, monitor_passes = 30;
   int checkpoint_every = 0;  ///< 0 = only at the end
@@ -162,6 +163,7 @@ inline const std::vector<ConfigField>& train_config_fields() {
     D("adam_eps", "AdamW eps", FBT_T(adam_eps));
     D("grad_clip", "clip the global gradient norm (0 = off)", FBT_T(grad_clip));
     I("seed", "seed of the init, the data and the schedule", FBT_T(seed));
+    I("threads", "threads per training step (batch rows split across them)", FBT_T(threads));
     // evaluation and output
     I("eval_every", "steps between evaluations (0 = only at the end)", FBT_T(eval_every));
     I("eval_windows", "validation windows per evaluation", FBT_T(eval_windows));
@@ -194,6 +196,7 @@ inline void validate(const TrainConfig& c) {
   if (c.seq_len < 2) fail("seq_len", "must be >= 2");
   if (c.seq_len > c.model.max_position_embeddings) fail("seq_len", "exceeds max_position_embeddings");
   if (c.grad_accum < 1) fail("grad_accum", "must be >= 1");
+  if (c.threads < 1 || c.threads > 256) fail("threads", "must be in [1, 256]");
   if (c.steps < 1) fail("steps", "must be >= 1");
   if (c.schedule.K_max > 1 && !c.model.feedback() && c.schedule.feedback_start < 1.0 && !(c.schedule.pass_mix.size() == 1 && c.schedule.pass_mix.count(1)))
     fail("fuser", "is none (a baseline), so the schedule must stay single-pass: set feedback_start 1 or pass_mix 1:1");

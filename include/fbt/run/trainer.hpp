@@ -21,6 +21,7 @@
 #include "../data/dataset.hpp"
 #include "../data/tasks.hpp"
 #include "../io/checkpoint.hpp"
+#include "../model/parallel_step.hpp"
 #include "../train/adamw.hpp"
 #include "../train/clip.hpp"
 #include "../train/evaluate.hpp"
@@ -76,6 +77,7 @@ template <class T = float> class Trainer {
         data_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 1), sched_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 2), dec_(model, kSep) {
     FBT_ASSERT(data, "Trainer needs a data source");
     adam.beta1 = cfg.beta1, adam.beta2 = cfg.beta2, adam.eps = cfg.adam_eps, adam.weight_decay = cfg.weight_decay;
+    if (cfg.threads > 1) par_ = std::make_unique<ParallelStepper<T>>(model, cfg.threads);
   }
   explicit Trainer(const TrainConfig& c) : Trainer(c, make_data_source(checked(c))) {}
 
@@ -83,7 +85,10 @@ template <class T = float> class Trainer {
   std::size_t step_bytes() const {
     StepOptions o;
     o.K = cfg.model.feedback() ? cfg.schedule.K_max : 1, o.detach = cfg.schedule.detach, o.grad_passes = cfg.schedule.grad_passes;
-    return step_workspace_bytes(model, cfg.batch_size, cfg.seq_len, o);
+    // with threads, each share's workspace plus a replica of the parameters (4 buffers) per extra thread
+    const int rows = (cfg.batch_size + cfg.threads - 1) / cfg.threads;
+    return std::size_t(std::min(cfg.threads, cfg.batch_size)) * step_workspace_bytes(model, rows, cfg.seq_len, o) +
+           std::size_t(std::min(cfg.threads, cfg.batch_size) - 1) * 4 * model.params.size() * sizeof(T);
   }
 
   /// \brief One optimizer step. Throws fbt::Error naming the step (and pass) on a non-finite loss or gradient.
@@ -100,7 +105,9 @@ template <class T = float> class Trainer {
     for (int a = 0; a < cfg.grad_accum; ++a) {
       data->sample_batch(data_rng, B, Tn, tok_, tgt_, ds_);
       try {
-        multipass_step(model, ws_, Batch{B, Tn, tok_.data(), tgt_.data(), ds_.data()}, o, st_);
+        const Batch batch{B, Tn, tok_.data(), tgt_.data(), ds_.data()};
+        if (par_) par_->step(batch, o, st_);
+        else multipass_step(model, ws_, batch, o, st_);
       } catch (const Error& e) {
         throw Error("training stopped at step " + std::to_string(step) + ": " + e.what());
       }
@@ -255,6 +262,7 @@ template <class T = float> class Trainer {
   }
 
   Decoder<T> dec_;
+  std::unique_ptr<ParallelStepper<T>> par_;
   Workspace<T> ws_, eval_ws_;
   StepStats st_;
   PassPlan plan_;
