@@ -107,7 +107,7 @@ TEST_P(Attention, BackwardMatchesFiniteDifference) {
   std::vector<double> dq(N * QD, 0.0), dk(N * KD, 0.0), dv(N * KD, 0.0);
   auto bwd = [&]() {
     attention_backward(smat(dq.data(), N, QD), smat(dk.data(), N, KD), smat(dv.data(), N, KD), scratch.data(), csmat(dout.data(), N, QD),
-                       att.data(), csmat(q.data(), N, QD), csmat(k.data(), N, KD), csmat(v.data(), N, KD), sh);
+                       att.data(), csmat(q.data(), N, QD), csmat(k.data(), N, KD), csmat(v.data(), N, KD), first.data(), sh);
   };
   bwd();
   const std::vector<double> dq1 = dq, dk1 = dk, dv1 = dv;
@@ -149,10 +149,10 @@ TEST_P(Attention, StridedViewsOfFusedQkv) {
   const auto dout = random_weights(N * QD, 9);
   std::vector<double> dq(N * QD, 0.0), dk(N * KD, 0.0), dv(N * KD, 0.0), dqkv(N * W, 0.0), scratch(Tn * Tn);
   attention_backward(smat(dq.data(), N, QD), smat(dk.data(), N, KD), smat(dv.data(), N, KD), scratch.data(), csmat(dout.data(), N, QD),
-                     att.data(), csmat(q.data(), N, QD), csmat(k.data(), N, KD), csmat(v.data(), N, KD), sh);
+                     att.data(), csmat(q.data(), N, QD), csmat(k.data(), N, KD), csmat(v.data(), N, KD), first.data(), sh);
   attention_backward(smat(dqkv.data(), N, QD, W), smat(dqkv.data() + QD, N, KD, W), smat(dqkv.data() + QD + KD, N, KD, W), scratch.data(),
                      csmat(dout.data(), N, QD), attw.data(), csmat(qkv.data(), N, QD, W), csmat(qkv.data() + QD, N, KD, W),
-                     csmat(qkv.data() + QD + KD, N, KD, W), sh);
+                     csmat(qkv.data() + QD + KD, N, KD, W), first.data(), sh);
   for (int n = 0; n < N; ++n) {
     for (int i = 0; i < QD; ++i) EXPECT_NEAR(dqkv[n * W + i], dq[n * QD + i], 1e-13);
     for (int i = 0; i < KD; ++i) {

@@ -12,6 +12,7 @@
 // doc_attention "masked", the cache restarts (RoPE positions from 0), exactly as in training.
 #pragma once
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,7 @@ template <class T> class Decoder {
     FBT_ASSERT(s.len == 0 && !s.has_h, "prefill of a sequence that already holds tokens");
     FBT_ASSERT(P <= s.capacity, "prompt of " + std::to_string(P) + " tokens exceeds the sequence capacity " + std::to_string(s.capacity));
     const int D = m_.D, L = m_.L;
+    if (s.mode.mode != DecodeMode::Standard) refresh_pe_table();
     docs_.assign(P, 0);
     int start = 0;  // the last document start in the prompt
     for (int t = 0; t < P; ++t)
@@ -135,7 +137,10 @@ template <class T> class Decoder {
     if (!m_.feedback()) {
       std::copy(e_.begin(), e_.begin() + std::size_t(R) * D, x_.begin());
     } else if (any_fused) {
-      m_.fuser.shared_forward(m_.params, sh_, e_.data(), R);
+      // the fuser's e-only part (pe) comes from the per-token table: the soft step's own cost is W_U s
+      // (or W_s / W_c on s) and the norms, as in spec 4
+      for (int r = 0; r < R; ++r)
+        std::copy(pe_table_.begin() + std::size_t(tokens[r]) * D, pe_table_.begin() + std::size_t(tokens[r] + 1) * D, sh_.pe + std::size_t(r) * D);
       m_.fuse_rows(R, e_.data(), S_.data(), mask_.data(), sh_, fc_, u_.data(), rin_.data(), x_.data());
     } else if (m_.cfg.input_norm == "all") {
       rmsnorm_forward(smat(x_.data(), R, D), vec(rin_.data(), R), csmat(e_.data(), R, D), cvec(P + m_.in_norm, D), eps);
@@ -185,6 +190,33 @@ template <class T> class Decoder {
 
  private:
   int KD() const { return m_.cfg.num_key_value_heads * m_.cfg.hs(); }
+
+  /// The fuser's e-only pre-activation pe (fuser.hpp) for every token of the vocabulary, (V, D): glu's
+  /// W_G N_g(E[v]), gated_add's W_g[:, :D] N_g(E[v]) + b, concat's W_c[:, D:] N_g(E[v]). Recomputed at a
+  /// prefill when the weights it reads have changed (a hash of them is kept): a decoder reads the weights
+  /// at prefill, and changing them in the middle of a sequence is not supported (its KV cache would be stale too).
+  void refresh_pe_table() {
+    const int V = m_.V, D = m_.D;
+    std::uint64_t h = 1469598103934665603ull;
+    auto mix = [&](const T* p, std::size_t n) {
+      const unsigned char* c = reinterpret_cast<const unsigned char*>(p);
+      for (std::size_t i = 0; i < n * sizeof(T); i += 8) {
+        std::uint64_t w = 0;
+        std::memcpy(&w, c + i, std::min<std::size_t>(8, n * sizeof(T) - i));
+        h = (h ^ w) * 1099511628211ull;
+      }
+    };
+    mix(m_.params.values() + m_.embed, std::size_t(V) * D);
+    for (const auto& sp : m_.params.specs())
+      if (sp.name.rfind("model.feedback.", 0) == 0) mix(m_.params.values() + sp.offset, sp.size);
+    if (h == pe_hash_ && !pe_table_.empty()) return;
+    Arena<T> a;
+    typename FeedbackFuser<T>::Shared tsh;
+    a.build([&](Arena<T>& ar) { m_.fuser.alloc_shared(ar, tsh, V); });
+    m_.fuser.shared_forward(m_.params, tsh, m_.params.values() + m_.embed, V);
+    pe_table_.assign(tsh.pe, tsh.pe + std::size_t(V) * D);
+    pe_hash_ = h;
+  }
   /// Step buffers for R rows (grown once; a step of a size seen before allocates nothing).
   void reserve(int R) {
     if (R <= rows_) return;
@@ -214,6 +246,8 @@ template <class T> class Decoder {
   AlignedVector<T> e_, x_, ln_, hf_, S_, u_, q_, k_, v_, ao_, g_, up_, rstd_, rin_, mask_, rq_, scores_;
   std::vector<int> pos_;
   Arena<T> arena_;
+  AlignedVector<T> pe_table_;  // (V, D)
+  std::uint64_t pe_hash_ = 0;
   typename FeedbackFuser<T>::Shared sh_;
   typename FeedbackFuser<T>::Cache fc_;
 };

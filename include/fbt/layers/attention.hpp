@@ -100,7 +100,7 @@ template <class T> struct CausalSelfAttention {
     zero(sc.dv, std::size_t(N) * KD);
     linear_backward(smat(sc.dao, N, QD), smat(G + wo, D, QD), csmat(dy, N, D), csmat(c.ao, N, QD), csmat(P + wo, D, QD));
     attention_backward(smat(sc.dqr, N, QD), smat(sc.dkr, N, KD), smat(sc.dv, N, KD), sc.datt, csmat(sc.dao, N, QD), c.att,
-                       csmat(c.qr, N, QD), csmat(c.kr, N, KD), csmat(c.v, N, KD), AttnShape{s.B, s.T, NH, NKV, hs});
+                       csmat(c.qr, N, QD), csmat(c.kr, N, KD), csmat(c.v, N, KD), s.first, AttnShape{s.B, s.T, NH, NKV, hs});
     // RoPE backward into dqn/dkn; with QK-norm they then go through the per-head norm into dq/dk
     T* dq = sc.dqn;
     T* dk = sc.dkn;

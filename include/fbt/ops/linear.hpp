@@ -13,12 +13,20 @@ namespace fbt {
 /// \brief out = inp W^T.  out (N, OC), inp (N, C), w (OC, C).
 template <class T> void linear_forward(RowMapS<T> out, CRowMapS<T> inp, CRowMapS<T> w) {
   FBT_ASSERT(inp.cols() == w.cols() && out.rows() == inp.rows() && out.cols() == w.rows(), "linear_forward: shape mismatch");
+  if (inp.rows() == 1) {  // decoding one token: a matrix-vector product (W row-major: one dot product per output)
+    out.row(0).transpose().noalias() = w * inp.row(0).transpose();
+    return;
+  }
   gemm(out, inp, false, w, true, false);
 }
 
 /// \brief out += inp W^T (accumulating form, for sums of projections).
 template <class T> void linear_forward_acc(RowMapS<T> out, CRowMapS<T> inp, CRowMapS<T> w) {
   FBT_ASSERT(inp.cols() == w.cols() && out.rows() == inp.rows() && out.cols() == w.rows(), "linear_forward_acc: shape mismatch");
+  if (inp.rows() == 1) {
+    out.row(0).transpose().noalias() += w * inp.row(0).transpose();
+    return;
+  }
   gemm(out, inp, false, w, true, true);
 }
 

@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""check_peer.py: proof that the PyTorch peer (fbt_torch.py) computes what fbt computes.
+
+fbt's bench_e2e writes, per fuser (none, glu, gated_add, concat), a checkpoint with perturbed weights
+(tiny config, 2 kv heads: GQA), a fixed batch with a per-pass prefix, and its results on it: per-pass
+losses and the objective of a K-pass step, the norm of every parameter's gradient, and greedy decodes of
+a prompt in standard, soft and fused(1) mode:
+
+    bench_e2e --dump-check DIR   ->  DIR/check_<fuser>.safetensors, DIR/check_<fuser>.json
+
+This script loads each checkpoint into the peer, runs the same step and decodes, and compares:
+per-pass losses within --loss-rtol (1e-4) relative, every gradient norm within --grad-rtol (1e-3)
+relative, greedy tokens exactly. Exit status 0 when everything agrees, 1 otherwise, 2 when torch is
+missing (skipped).
+
+    python check_peer.py --bench build/benchmarks/bench_e2e          # runs the dump into a temp dir
+    python check_peer.py --dump DIR                                  # uses an existing dump
+    python check_peer.py --cli build/tools/fbt                       # also: a model trained by the fbt CLI
+
+--cli adds an independent check on trained weights: it trains a small GQA model (fuser glu) with
+`fbt train` on a generated one-document text, then compares `fbt eval` (per-pass validation losses of 3
+passes on the text's fixed validation windows; printed to 4 decimals) and `fbt sample --temperature 0`
+(greedy, in standard, soft and fused(2)) with the peer on the same windows and prompt.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+FUSERS = ("none", "glu", "gated_add", "concat")
+
+
+def rel(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(b), 1e-30)
+
+
+def check_one(path_json: str, path_st: str, loss_rtol: float, grad_rtol: float, verbose: bool) -> dict:
+    import torch
+    import fbt_torch as ft
+
+    ref = json.load(open(path_json))
+    m = ft.load_checkpoint(path_st)
+    B, T, K = ref["B"], ref["T"], ref["K"]
+    tok = torch.tensor(ref["tokens"]).view(B, T)
+    tgt = torch.tensor(ref["targets"]).view(B, T)
+    prefix = torch.tensor(ref["prefix"]).view(K, B) if ref.get("prefix") else None
+    m.zero_grad(set_to_none=True)
+    obj, losses = m.kpass(tok, tgt, K=K, lam=ref["lambda"], sigma=0.0, prefix=prefix,
+                          detach=ref.get("detach", False), grad_passes=ref.get("grad_passes", 0))
+    obj.backward()
+    obj, losses = obj.detach(), [l.detach() for l in losses]
+    out = {"fuser": ref["fuser"], "K": K, "ok": True, "failures": []}
+    loss_err = [rel(float(l), r) for l, r in zip(losses, ref["loss"])]
+    out["loss_peer"] = [float(l) for l in losses]
+    out["loss_fbt"] = ref["loss"]
+    out["loss_max_rel"] = max(loss_err)
+    out["objective_rel"] = rel(float(obj), ref["objective"])
+    if out["loss_max_rel"] > loss_rtol or out["objective_rel"] > loss_rtol:
+        out["failures"].append(f"losses differ: peer {out['loss_peer']} fbt {ref['loss']}")
+    grads = {}
+    for name, p in m.named_parameters():
+        grads[name] = 0.0 if p.grad is None else float(p.grad.double().norm())
+    worst, worst_name = 0.0, None
+    for name, gn in ref["grad_norm"].items():
+        if name not in grads:
+            out["failures"].append(f"gradient of {name}: no such peer parameter")
+            continue
+        # a norm that is zero on one side must be (near) zero on the other
+        e = abs(grads[name] - gn) / max(abs(gn), 1e-12) if gn > 1e-12 else abs(grads[name])
+        if e > worst:
+            worst, worst_name = e, name
+        if e > grad_rtol:
+            out["failures"].append(f"gradient norm of {name}: peer {grads[name]:.9g} fbt {gn:.9g} (rel {e:.2e})")
+    out["grad_max_rel"], out["grad_worst"], out["grad_tensors"] = worst, worst_name, len(ref["grad_norm"])
+    dec = ft.Decoder(m)
+    out["greedy"] = {}
+    for mode, want in (ref.get("greedy") or {}).items():
+        got = dec.generate_greedy(ref["prompt"], mode, len(want))
+        same = got == want
+        out["greedy"][mode] = {"tokens": len(want), "equal": same}
+        if not same:
+            first = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
+            out["failures"].append(f"greedy {mode} differs at token {first}: peer {got} fbt {want}")
+    out["ok"] = not out["failures"]
+    return out
+
+
+def cli_check(fbt: str, workdir: str) -> bool:
+    """Trains with the fbt CLI, then compares its eval losses and greedy samples with the peer's."""
+    import math
+    import random
+    import re
+
+    import torch
+    import fbt_torch as ft
+
+    words = ("the quick brown fox jumps over lazy dog and then some more words appear in this text "
+             "for a test of models").split()
+    rnd = random.Random(0)
+    text = " ".join(rnd.choice(words) for _ in range(3000))
+    data = os.path.join(workdir, "cli_text.txt")
+    with open(data, "w") as fh:
+        fh.write(text)
+    run = os.path.join(workdir, "cli_run")
+    T, nwin = 64, 8
+    subprocess.run([fbt, "train", "--data", data, "--doc_split", "none", "--hidden_size", "64", "--num_hidden_layers", "2",
+                    "--num_attention_heads", "4", "--num_key_value_heads", "2", "--intermediate_size", "160",
+                    "--seq_len", str(T), "--batch_size", "8", "--steps", "400", "--feedback_start", "0.3",
+                    "--eval_every", "0", "--eval_windows", "2", "--seq_eval_windows", "1", "--monitor_passes", "0",
+                    "--out_dir", run, "--progress", "false"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ck = os.path.join(run, "checkpoint")
+    ev = subprocess.run([fbt, "eval", "--checkpoint", ck, "--data", data, "--doc_split", "none", "--seq_len", str(T),
+                         "--windows", str(nwin), "--passes", "3", "--seq_windows", "0", "--monitor", "0"],
+                        check=True, capture_output=True, text=True).stdout
+    want = [float(x) for x in re.findall(r"pass \d+ validation loss ([0-9.]+)", ev)]
+    m = ft.load_checkpoint(ck)
+    # the validation split of a one-document text (fbt TextDataset, val_fraction 0.1): the stream
+    # [SEP] + bytes cut at floor(0.9 * N); windows of T+1 tokens at stride T
+    stream = [ft.SEP] + list(text.encode())
+    val = stream[math.floor(0.9 * len(stream)):]
+    win = [val[i * T:i * T + T + 1] for i in range(nwin)]
+    x, y = torch.tensor([w[:T] for w in win]), torch.tensor([w[1:] for w in win])
+    with torch.no_grad():
+        _, got = m.kpass(x, y, K=3)
+    got = [float(v) for v in got]
+    ok = len(want) == 3 and all(abs(a - b) <= 1.5e-4 for a, b in zip(got, want))
+    print(f"  cli eval  K=3 (trained weights, {nwin} windows of {T}): peer {['%.6f' % v for v in got]} fbt {want} "
+          f"(fbt prints 4 decimals)  {'OK' if ok else 'FAIL'}")
+    prompt = "the quick"
+    dec = ft.Decoder(m)
+    for mode in ("standard", "soft", "fused(2)"):
+        out = subprocess.run([fbt, "sample", "--checkpoint", ck, "--prompt", prompt, "--mode", mode, "--temperature", "0",
+                              "--max_new_tokens", "60"], check=True, capture_output=True, text=True).stdout
+        fbt_text = out.split("\n", 1)[1].rstrip("\n")
+        toks = dec.generate_greedy([ft.SEP] + list(prompt.encode()), mode, 60)
+        peer_text = prompt + "".join("\n<|sep|>\n" if t == ft.SEP else chr(t) for t in toks)
+        same = peer_text == fbt_text
+        ok &= same
+        print(f"  cli greedy {mode:9s}: {'equal' if same else 'DIFFER'} ({fbt_text[len(prompt):][:40]!r}...)")
+        if not same:
+            print(f"            peer {peer_text!r}\n            fbt  {fbt_text!r}")
+    return ok
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bench", default=None, help="fbt's bench_e2e (default: build/benchmarks/bench_e2e)")
+    ap.add_argument("--dump", default=None, help="an existing --dump-check directory (skips running bench_e2e)")
+    ap.add_argument("--fusers", default=None, help="comma list (default: every check_*.json of the dump)")
+    ap.add_argument("--cli", default=None, help="the fbt command (build/tools/fbt): also check weights it trained")
+    ap.add_argument("--loss-rtol", type=float, default=1e-4)
+    ap.add_argument("--grad-rtol", type=float, default=1e-3)
+    ap.add_argument("--json", default=None, help="also write the results to this file")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    a = ap.parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        print("check_peer: torch is not importable in this python; skipped (use /opt/torch-venv/bin/python)")
+        return 2
+    torch.set_num_threads(1)
+    dump = a.dump
+    tmp = None
+    if dump is None:
+        bench = a.bench or os.path.join(os.path.dirname(os.path.dirname(HERE)), "build", "benchmarks", "bench_e2e")
+        if not os.path.exists(bench):
+            print(f"check_peer: {bench} not found; build fbt's benchmarks or pass --bench / --dump")
+            return 1
+        tmp = tempfile.TemporaryDirectory(prefix="fbt_check_")
+        dump = tmp.name
+        subprocess.run([bench, "--dump-check", dump], check=True, stdout=subprocess.DEVNULL)
+    results, ok = [], True
+    names = a.fusers.split(",") if a.fusers else sorted(
+        n[len("check_"):-len(".json")] for n in os.listdir(dump) if n.startswith("check_") and n.endswith(".json"))
+    for f in names:
+        pj, ps = os.path.join(dump, f"check_{f}.json"), os.path.join(dump, f"check_{f}.safetensors")
+        if not os.path.exists(pj):
+            print(f"  {f:9s} MISSING {pj}")
+            ok = False
+            continue
+        r = check_one(pj, ps, a.loss_rtol, a.grad_rtol, a.verbose)
+        results.append(r)
+        ok &= r["ok"]
+        greedy = ", ".join(f"{k} {v['tokens']} tok {'equal' if v['equal'] else 'DIFFER'}" for k, v in r["greedy"].items())
+        print(f"  {f:9s} K={r['K']}: losses max rel err {r['loss_max_rel']:.2e} (objective {r['objective_rel']:.2e}); "
+              f"grad norms of {r['grad_tensors']} tensors max rel err {r['grad_max_rel']:.2e} ({r['grad_worst']}); "
+              f"greedy: {greedy}  {'OK' if r['ok'] else 'FAIL'}")
+        if a.verbose or not r["ok"]:
+            print(f"            peer losses {['%.7f' % x for x in r['loss_peer']]}, fbt {['%.7f' % x for x in r['loss_fbt']]}")
+            for msg in r["failures"]:
+                print("            " + msg)
+    if a.cli:
+        with tempfile.TemporaryDirectory(prefix="fbt_check_cli_") as wd:
+            ok &= cli_check(a.cli, wd)
+    import torch as _t
+    print(f"check_peer: {'PASS' if ok else 'FAIL'} (torch {_t.__version__}; tolerances: loss {a.loss_rtol:g}, grad norm {a.grad_rtol:g} relative)")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump({"ok": ok, "torch": _t.__version__, "results": results}, fh, indent=1)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
