@@ -6,6 +6,7 @@
 //   da += dy * sigmoid(z),   dz += dy * a * sigmoid(z) (1 - sigmoid(z))
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 
 #include "../core/tensor.hpp"
@@ -21,18 +22,26 @@ template <class T> void swiglu_forward(RowMapS<T> h, CRowMapS<T> g, CRowMapS<T> 
     h.row(n) = (g.row(n).array() / (T(1) + (-g.row(n).array()).exp()) * u.row(n).array()).matrix();
 }
 
+/// Elementwise backward kernels work on chunks of a row with the sigmoid held in a stack buffer, so
+/// Eigen vectorises exp without allocating a temporary.
+constexpr int kActChunk = 256;
+template <class T> using ArrMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <class T> using CArrMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
 /// \brief Accumulates dg, du (N, F) from dh.
 template <class T> void swiglu_backward(RowMapS<T> dg, RowMapS<T> du, CRowMapS<T> dh, CRowMapS<T> g, CRowMapS<T> u) {
   FBT_ASSERT(dg.rows() == g.rows() && dg.cols() == g.cols() && du.rows() == g.rows() && dh.cols() == g.cols(), "swiglu_backward: shape mismatch");
-  for (Eigen::Index n = 0; n < g.rows(); ++n) {
-    const T *gr = g.data() + n * g.outerStride(), *ur = u.data() + n * u.outerStride(), *dhr = dh.data() + n * dh.outerStride();
-    T *dgr = dg.data() + n * dg.outerStride(), *dur = du.data() + n * du.outerStride();
-    for (Eigen::Index c = 0; c < g.cols(); ++c) {
-      const T sg = sigmoid(gr[c]);
-      dgr[c] += dhr[c] * ur[c] * sg * (T(1) + gr[c] * (T(1) - sg));
-      dur[c] += dhr[c] * gr[c] * sg;
+  alignas(64) T buf[kActChunk];
+  for (Eigen::Index n = 0; n < g.rows(); ++n)
+    for (Eigen::Index c0 = 0; c0 < g.cols(); c0 += kActChunk) {
+      const Eigen::Index len = std::min<Eigen::Index>(kActChunk, g.cols() - c0);
+      ArrMap<T> sg(buf, len);
+      CArrMap<T> G(g.data() + n * g.outerStride() + c0, len), U(u.data() + n * u.outerStride() + c0, len);
+      CArrMap<T> DH(dh.data() + n * dh.outerStride() + c0, len);
+      sg = (T(1) + (-G).exp()).inverse();
+      ArrMap<T>(dg.data() + n * dg.outerStride() + c0, len) += DH * U * sg * (T(1) + G * (T(1) - sg));
+      ArrMap<T>(du.data() + n * du.outerStride() + c0, len) += DH * G * sg;
     }
-  }
 }
 
 /// \brief y = a * sigmoid(z).  y, a, z (N, C).
@@ -45,14 +54,17 @@ template <class T> void sigmoid_gate_forward(RowMapS<T> y, CRowMapS<T> a, CRowMa
 /// \brief Accumulates da, dz (N, C) from dy. A null-data da or dz skips it.
 template <class T> void sigmoid_gate_backward(RowMapS<T> da, RowMapS<T> dz, CRowMapS<T> dy, CRowMapS<T> a, CRowMapS<T> z) {
   FBT_ASSERT(dy.rows() == a.rows() && dy.cols() == a.cols() && z.rows() == a.rows() && z.cols() == a.cols(), "sigmoid_gate_backward: shape mismatch");
-  for (Eigen::Index n = 0; n < a.rows(); ++n) {
-    const T *ar = a.data() + n * a.outerStride(), *zr = z.data() + n * z.outerStride(), *dyr = dy.data() + n * dy.outerStride();
-    for (Eigen::Index c = 0; c < a.cols(); ++c) {
-      const T sg = sigmoid(zr[c]);
-      if (da.data() != nullptr) da(n, c) += dyr[c] * sg;
-      if (dz.data() != nullptr) dz(n, c) += dyr[c] * ar[c] * sg * (T(1) - sg);
+  alignas(64) T buf[kActChunk];
+  for (Eigen::Index n = 0; n < a.rows(); ++n)
+    for (Eigen::Index c0 = 0; c0 < a.cols(); c0 += kActChunk) {
+      const Eigen::Index len = std::min<Eigen::Index>(kActChunk, a.cols() - c0);
+      ArrMap<T> sg(buf, len);
+      CArrMap<T> A(a.data() + n * a.outerStride() + c0, len), Z(z.data() + n * z.outerStride() + c0, len);
+      CArrMap<T> DY(dy.data() + n * dy.outerStride() + c0, len);
+      sg = (T(1) + (-Z).exp()).inverse();
+      if (da.data() != nullptr) ArrMap<T>(da.data() + n * da.outerStride() + c0, len) += DY * sg;
+      if (dz.data() != nullptr) ArrMap<T>(dz.data() + n * dz.outerStride() + c0, len) += DY * A * sg * (T(1) - sg);
     }
-  }
 }
 
 }  // namespace fbt

@@ -37,7 +37,8 @@ struct AdamWConfig {
 /// The decay term uses p *before* this step (decoupled: it never enters m or v), so this equals
 /// PyTorch's AdamW, which first multiplies p by (1 - lr * wd) and then applies the Adam step.
 ///
-/// Arithmetic: every element is computed in double and rounded to T once when m, v and p are stored.
+/// Arithmetic: in T, one vectorised pass per tensor (the bias corrections and rates are computed in double
+/// and rounded to T once per step).
 /// The loop is sequential over specs in registration order, so the result is deterministic (bit
 /// identical for identical inputs on the same build). Gradients are read, not changed or zeroed.
 ///
@@ -62,20 +63,20 @@ template <class T> void adamw_update(ParamStore<T>& ps, const AdamWConfig& cfg, 
   const T* grad = ps.grads();
   T* m = ps.adam_m();
   T* v = ps.adam_v();
+  const T b1 = T(cfg.beta1), b2 = T(cfg.beta2), ib1 = T(1.0 - cfg.beta1), ib2 = T(1.0 - cfg.beta2);
+  const T rbc1 = T(1.0 / bc1), rbc2 = T(1.0 / bc2), eps = T(cfg.eps), tlr = T(lr);
   for (const ParamSpec& s : ps.specs()) {
     // Decoupled weight decay only on matrices (embeddings, projections); gains and biases are 1-D.
-    const double wd = s.decay ? cfg.weight_decay : 0.0;
-    for (std::size_t i = s.offset; i < s.offset + s.size; ++i) {
-      const double g = double(grad[i]);
-      const double p = double(param[i]);
-      const double mi = cfg.beta1 * double(m[i]) + (1.0 - cfg.beta1) * g;
-      const double vi = cfg.beta2 * double(v[i]) + (1.0 - cfg.beta2) * g * g;
-      const double mhat = mi / bc1;
-      const double vhat = vi / bc2;
-      m[i] = T(mi);
-      v[i] = T(vi);
-      param[i] = T(p - lr * (mhat / (std::sqrt(vhat) + cfg.eps) + wd * p));
-    }
+    const T wd = T(s.decay ? cfg.weight_decay : 0.0);
+    const auto n = Eigen::Index(s.size);
+    auto P = vec(param + s.offset, n).array();
+    auto M = vec(m + s.offset, n).array();
+    auto Vv = vec(v + s.offset, n).array();
+    const auto G = cvec(grad + s.offset, n).array();
+    // one vectorised pass per tensor (Eigen fuses each statement into one loop, no temporaries)
+    M = b1 * M + ib1 * G;
+    Vv = b2 * Vv + ib2 * G.square();
+    P -= tlr * ((M * rbc1) / ((Vv * rbc2).sqrt() + eps) + wd * P);
   }
 }
 
