@@ -12,7 +12,8 @@ Measures (the same work as bench_e2e): train (baseline model, fuser none: forwar
 fbt_k1 (glu model, K = 1), kpass2, kpass3 (glu, no detach, sigma 0.02, uniform prefix), kpass3_g1
 (grad_passes 1), mix (33 steps: 25 x K=1, 7 x K=2, 1 x K=3 in a fixed shuffled order; time per step),
 forward (K = 1, no grad), decode_{standard,soft}_{128,1024} (ms per token of 64 KV-cached steps after a
-prefill of that many tokens), prefill_fused1 (fused(1) prefill of a 128-token prompt, with a fresh cache).
+prefill of that many tokens), prefill_fused1 (fused(1) prefill of a 128-token prompt, with a fresh cache),
+sgemm (a 1024^3 float product, torch.mm: the BLAS ceiling).
 Every training step is zero_grad + forward + backward + AdamW (fused CPU kernel, lr 1e-4, betas 0.9/0.95,
 wd 0.1 on matrices), no clipping, as bench_e2e's step.
 
@@ -42,7 +43,7 @@ FAIR_SET = {
 }
 FAIR_UNSET = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 MEASURES = ("train", "fbt_k1", "kpass2", "kpass3", "kpass3_g1", "mix", "forward", "decode_standard_128",
-            "decode_soft_128", "decode_standard_1024", "decode_soft_1024", "prefill_fused1")
+            "decode_soft_128", "decode_standard_1024", "decode_soft_1024", "prefill_fused1", "sgemm")
 
 
 def fair_env(env):
@@ -145,7 +146,14 @@ def main(argv=None):
             out.append((time.perf_counter() - t0) * 1e3)
         return out
 
-    if a.measure.startswith("decode_") or a.measure == "prefill_fused1":
+    if a.measure == "sgemm":  # the ceiling: a 1024^3 float product (torch.mm: MKL here)
+        n = 1024
+        A, Bm = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen)
+        C = torch.empty(n, n)
+        times = timed(lambda: torch.mm(A, Bm, out=C), a.warmup, a.reps)
+        tokens_per_rep, flops_per_token = 1.0, 2.0 * n ** 3
+        impl = "torch"
+    elif a.measure.startswith("decode_") or a.measure == "prefill_fused1":
         model.eval()
         dec = ft.Decoder(model)
         step_fn = None
@@ -194,7 +202,8 @@ def main(argv=None):
             try:
                 import torch._dynamo
                 torch._dynamo.config.cache_size_limit = 64
-                run = torch.compile(loss_fn)  # compiled at its first call (see guarded), one graph per K
+                # dynamic=False: K, g stay Python constants (one graph per K; mix uses three)
+                run = torch.compile(loss_fn, dynamic=False)  # compiled at its first call (see guarded)
             except Exception as e:  # noqa: BLE001
                 compile_error = f"{type(e).__name__}: {e}"[:500]
                 run, impl = loss_fn, "torch"

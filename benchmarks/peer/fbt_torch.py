@@ -543,10 +543,23 @@ class KVCache:
 
 
 class Decoder:
-    """KV-cached decoding in the modes of spec section 4: "standard", "soft", "fused(k)"."""
+    """KV-cached decoding in the modes of spec section 4: "standard", "soft", "fused(k)".
+
+    The work is in two pure functions of tensors (_prefill_core, _step_core) that compile() hands to
+    torch.compile; the bookkeeping (document starts, write position, h_prev) stays in Python."""
 
     def __init__(self, m: FBT, sep_token: int = SEP):
         self.m, self.sep = m, sep_token
+        self._prefill, self._step = self._prefill_core, self._step_core
+
+    def compile(self, **kw):
+        """torch.compile the prefill and the step (the step's write position becomes a dynamic int
+        after its first change, so it compiles twice per mode and capacity, then never again)."""
+        import torch._dynamo
+        torch._dynamo.config.cache_size_limit = max(64, torch._dynamo.config.cache_size_limit)
+        self._prefill = torch.compile(self._prefill_core, **kw)
+        self._step = torch.compile(self._step_core, **kw)
+        return self
 
     @staticmethod
     def parse_mode(mode: str) -> Tuple[str, int]:
@@ -557,10 +570,31 @@ class Decoder:
             return "fused", int(n) if n else 1
         raise ValueError(f"unknown decoding mode {mode!r}")
 
-    @torch.no_grad()
+    def _prefill_core(self, prompt, passes: int, plain, pos, mask):
+        """passes over the prompt (1 plain + passes-1 fed back); returns (kv of the last pass, H, R)."""
+        m = self.m
+        B, P = prompt.shape
+        e = m.model.embed_tokens(prompt)
+        pe = m.model.feedback.shared(e) if passes > 1 else None
+        prev, kv = None, []
+        for j in range(passes):
+            kv = []
+            if j == 0:
+                X = m.plain_input(e)
+            else:
+                S = F.pad(m.source(*prev)[:, :-1], (0, 0, 1, 0))
+                fed = (torch.arange(P) >= 1)[None, :].expand(B, P)
+                if plain is not None:
+                    fed = fed & ~plain
+                X = m.fused_input(S, e, pe, fed)
+            prev = m.stack(X, pos, mask, kv_out=kv)
+        return kv, prev[0], prev[1]
+
+    @torch.inference_mode()
     def prefill(self, cache: KVCache, prompt: torch.Tensor, mode: str = "standard") -> torch.Tensor:
-        """prompt (B, P): the mode's prefill (fused(k): a plain pass + k fed-back passes, committing the
-        last pass's K/V and state). Returns the logits (B, V) of the last prompt position."""
+        """prompt (B, P): the mode's prefill (fused(k): a plain pass + k fed-back passes, position 0
+        plain, no prefix mixing; commits the last pass's K/V and state). Returns the logits (B, V) of
+        the last prompt position."""
         m, c = self.m, self.m.cfg
         kind, k = self.parse_mode(mode)
         B, P = prompt.shape
@@ -570,22 +604,7 @@ class Decoder:
         plain, pos, mask = m.doc_layout(ds, P, c.doc_attention == "masked")
         if plain is not None and B != 1:
             raise NotImplementedError("documents inside a batched prompt")
-        e = m.model.embed_tokens(prompt)
-        passes = 1 + (k if kind == "fused" else 0)
-        pe = m.model.feedback.shared(e) if passes > 1 else None
-        prev = None
-        for j in range(passes):
-            kv = []
-            if j == 0:
-                X = m.plain_input(e)
-            else:
-                S = F.pad(m.source(*prev)[:, :-1], (0, 0, 1, 0))
-                fed = torch.ones(B, P, dtype=torch.bool)
-                fed[:, 0] = False
-                if plain is not None:
-                    fed &= ~plain
-                X = m.fused_input(S, e, pe, fed)
-            prev = m.stack(X, pos, mask, kv_out=kv)
+        kv, H, R = self._prefill(prompt, 1 + (k if kind == "fused" else 0), plain, pos, mask)
         start = 0
         if plain is not None and c.doc_attention == "masked":
             start = int(torch.nonzero(plain[0]).max())
@@ -594,11 +613,31 @@ class Decoder:
             cache.k[l][:, :, :n] = kk[:, :, start:]
             cache.v[l][:, :, :n] = vv[:, :, start:]
         cache.len = n
-        cache.h.copy_(m.source(*prev)[:, -1])
+        cache.h.copy_(m.source(H, R)[:, -1])
         cache.has_h = True
-        return m.logits(prev[0][:, -1])
+        return m.logits(H[:, -1])
 
-    @torch.no_grad()
+    def _step_core(self, tokens, h, fused: bool, p: int, ks: List[torch.Tensor], vs: List[torch.Tensor]):
+        """One new position per sequence at cache position p: writes K/V into ks, vs; returns (logits, state)."""
+        m = self.m
+        e = m.model.embed_tokens(tokens)[:, None]  # (B, 1, D)
+        if fused:
+            fb = m.model.feedback
+            x = fb.in_norm(fb.fuse(h[:, None], e, fb.shared(e)))
+        else:
+            x = m.plain_input(e)
+        cos, sin = m.rope_cos[p:p + 1], m.rope_sin[p:p + 1]
+        for l, layer in enumerate(m.model.layers):
+            at = layer.self_attn
+            q, k, v = at.qkv(layer.input_layernorm(x), cos, sin)
+            ks[l][:, :, p:p + 1] = k
+            vs[l][:, :, p:p + 1] = v
+            x = x + at.attend(q, ks[l][:, :, :p + 1], vs[l][:, :, :p + 1], False)
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        H = m.model.norm(x)
+        return m.logits(H[:, 0]), m.source(H, x)[:, 0]
+
+    @torch.inference_mode()
     def step(self, cache: KVCache, tokens: torch.Tensor, mode: str = "standard") -> torch.Tensor:
         """Feeds tokens (B) (one new position per sequence); returns logits (B, V)."""
         m, c = self.m, self.m.cfg
@@ -609,29 +648,14 @@ class Decoder:
             if c.doc_attention == "masked":
                 cache.len = 0
         assert cache.len < cache.capacity, "cache full"
-        e = m.model.embed_tokens(tokens)[:, None]  # (B, 1, D)
-        if c.feedback and kind != "standard" and cache.has_h and not doc_start:
-            fb = m.model.feedback
-            u = fb.fuse(cache.h[:, None], e, fb.shared(e))
-            x = fb.in_norm(u)
-        else:
-            x = m.plain_input(e)
-        p = cache.len
-        cos, sin = m.rope_cos[p:p + 1], m.rope_sin[p:p + 1]
-        for l, layer in enumerate(m.model.layers):
-            at = layer.self_attn
-            q, k, v = at.qkv(layer.input_layernorm(x), cos, sin)
-            cache.k[l][:, :, p:p + 1] = k
-            cache.v[l][:, :, p:p + 1] = v
-            x = x + at.attend(q, cache.k[l][:, :, :p + 1], cache.v[l][:, :, :p + 1], False)
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
-        H = m.model.norm(x)
-        cache.h.copy_(m.source(H, x)[:, 0])
+        fused = c.feedback and kind != "standard" and cache.has_h and not doc_start
+        logits, h = self._step(tokens, cache.h, fused, cache.len, cache.k, cache.v)
+        cache.h.copy_(h)
         cache.has_h = True
-        cache.len = p + 1
-        return m.logits(H[:, 0])
+        cache.len += 1
+        return logits
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def generate_greedy(self, prompt: List[int], mode: str, max_new_tokens: int) -> List[int]:
         """Greedy decoding of one request (ties to the lowest token id, as torch.argmax and fbt)."""
         cache = KVCache(self.m, 1, min(self.m.cfg.max_position_embeddings, len(prompt) + max_new_tokens))

@@ -23,7 +23,10 @@
 
 namespace fbt {
 
-/// One pass's activations (STYLE 2.4: the multi-pass objective holds one per live pass).
+/// One pass's activations (STYLE 2.4: the multi-pass objective holds one per live pass). In a forward-only
+/// workspace the layers share one cache and the residual stream alternates between two buffers (res[l]
+/// is then valid only until layer l+1 overwrites it: read res[0] before stack_forward), but each layer
+/// keeps its own keys and values (attn.kr, attn.v) for the decoder's prefill.
 template <class T> struct PassCache {
   std::vector<T*> res;                              // L+1 of (N, D): res[0] = X, res[l+1] = block l's output
   std::vector<typename Block<T>::Cache> blocks;     // L
@@ -100,9 +103,22 @@ template <class T> class Model {
     w.pass.assign(slots, PassCache<T>{});
     for (auto& p : w.pass) {
       p.res.resize(L + 1);
-      for (auto& r : p.res) r = a.take(ND);
       p.blocks.resize(L);
-      for (int l = 0; l < L; ++l) blocks[l].alloc(a, p.blocks[l], B, Tn);
+      if (grad) {  // backward reads every layer's activations
+        for (auto& r : p.res) r = a.take(ND);
+        for (int l = 0; l < L; ++l) blocks[l].alloc(a, p.blocks[l], B, Tn);
+      } else {  // forward only: two residual buffers in turn and one block cache for all layers, except
+                // each layer's keys and values, which a prefill commits to the KV cache
+        T* rb[2] = {a.take(ND), a.take(ND)};
+        for (int l = 0; l <= L; ++l) p.res[l] = rb[l % 2];
+        typename Block<T>::Cache shared;
+        blocks[0].alloc(a, shared, B, Tn);
+        const std::size_t KD = std::size_t(cfg.num_key_value_heads) * cfg.hs();
+        for (int l = 0; l < L; ++l) {
+          p.blocks[l] = shared;
+          p.blocks[l].attn.kr = a.take(N * KD), p.blocks[l].attn.v = a.take(N * KD);
+        }
+      }
       p.hf = a.take(ND), p.rf = a.take(N), p.dhead = grad ? a.take(ND) : nullptr;
       if (feedback()) {
         p.S = a.take(ND), p.u = a.take(ND), p.rin = a.take(N), p.mask = a.take(N);

@@ -32,21 +32,16 @@ void rmsnorm_backward(RowMapS<T> dinp, Span<T> dw, CRowMapS<T> dout, CRowMapS<T>
   FBT_ASSERT(dinp.rows() == inp.rows() && dinp.cols() == inp.cols() && dout.rows() == inp.rows() && dout.cols() == inp.cols(),
              "rmsnorm_backward: shape mismatch");
   const Eigen::Index C = inp.cols();
+  const auto W = w.transpose().array();  // (1, C)
   for (Eigen::Index n = 0; n < inp.rows(); ++n) {
     const T r = rstd[n];
-    const T* x = inp.data() + n * inp.outerStride();
-    const T* dy = dout.data() + n * dout.outerStride();
-    T* dx = dinp.data() + n * dinp.outerStride();
-    // first: two reductions, sum_c dxhat*xhat (for dx) while accumulating dw = dy * xhat
-    T proj = 0;
-    for (Eigen::Index c = 0; c < C; ++c) {
-      const T xhat = x[c] * r;
-      proj += dy[c] * w[c] * xhat;
-      if (dw.data() != nullptr) dw[c] += dy[c] * xhat;
-    }
-    proj /= T(C);
-    // then: dx = rstd * (dxhat - xhat * proj)
-    for (Eigen::Index c = 0; c < C; ++c) dx[c] += r * (dy[c] * w[c] - x[c] * r * proj);
+    const auto x = inp.row(n).array();
+    const auto dy = dout.row(n).array();
+    // first: the reduction sum_c dxhat * xhat (dxhat = dy * w, xhat = x * rstd), and dw += dy * xhat
+    const T proj = (dy * W * x).sum() * r / T(C);
+    if (dw.data() != nullptr) dw.transpose().array() += dy * x * r;
+    // then: dx += rstd * (dxhat - xhat * proj)
+    dinp.row(n).array() += r * (dy * W - x * (r * proj));
   }
 }
 

@@ -31,23 +31,27 @@ template <class T> struct RopeTable {
   }
 };
 
-/// \brief out = R(pos) inp for every head.  out, inp (N, NH*hs); pos (N). out may alias inp.
+/// \brief out = R(pos) inp for every head.  out, inp (N, NH*hs); pos (N). out may alias inp exactly.
 template <class T>
 void rope_forward(RowMapS<T> out, CRowMapS<T> inp, const int* pos, const RopeTable<T>& tab, int NH) {
   const int half = tab.half, hs = 2 * half;
   FBT_ASSERT(inp.cols() == Eigen::Index(NH) * hs && out.rows() == inp.rows() && out.cols() == inp.cols(), "rope_forward: shape mismatch");
+  using A = Eigen::Array<T, Eigen::Dynamic, 1>;
   for (Eigen::Index n = 0; n < inp.rows(); ++n) {
     FBT_ASSERT(pos[n] >= 0 && pos[n] < tab.max_pos, "rope_forward: position " + std::to_string(pos[n]) + " outside the table");
-    const T* c = tab.cos_.data() + std::size_t(pos[n]) * half;
-    const T* s = tab.sin_.data() + std::size_t(pos[n]) * half;
+    const Eigen::Map<const A> c(tab.cos_.data() + std::size_t(pos[n]) * half, half), s(tab.sin_.data() + std::size_t(pos[n]) * half, half);
     for (int h = 0; h < NH; ++h) {
       const T* x = inp.data() + n * inp.outerStride() + h * hs;
       T* y = out.data() + n * out.outerStride() + h * hs;
-      for (int i = 0; i < half; ++i) {
-        const T x1 = x[i], x2 = x[i + half];  // read both first: out may alias inp
-        y[i] = x1 * c[i] - x2 * s[i];
-        y[i + half] = x2 * c[i] + x1 * s[i];
-      }
+      Eigen::Map<const A> x1(x, half), x2(x + half, half);
+      Eigen::Map<A> y1(y, half), y2(y + half, half);
+      // out may be inp: keep the old second half in a stack buffer, then write both halves from it
+      alignas(64) T old2[512];
+      FBT_ASSERT(half <= 512, "rope_forward: head_dim over 1024");
+      Eigen::Map<A> o2(old2, half);
+      o2 = x2;
+      y2 = o2 * c + x1 * s;
+      y1 = x1 * c - o2 * s;
     }
   }
 }
@@ -57,17 +61,17 @@ template <class T>
 void rope_backward(RowMapS<T> dinp, CRowMapS<T> dout, const int* pos, const RopeTable<T>& tab, int NH) {
   const int half = tab.half, hs = 2 * half;
   FBT_ASSERT(dout.cols() == Eigen::Index(NH) * hs && dinp.rows() == dout.rows() && dinp.cols() == dout.cols(), "rope_backward: shape mismatch");
+  using A = Eigen::Array<T, Eigen::Dynamic, 1>;
   for (Eigen::Index n = 0; n < dout.rows(); ++n) {
     FBT_ASSERT(pos[n] >= 0 && pos[n] < tab.max_pos, "rope_backward: position " + std::to_string(pos[n]) + " outside the table");
-    const T* c = tab.cos_.data() + std::size_t(pos[n]) * half;
-    const T* s = tab.sin_.data() + std::size_t(pos[n]) * half;
+    const Eigen::Map<const A> c(tab.cos_.data() + std::size_t(pos[n]) * half, half), s(tab.sin_.data() + std::size_t(pos[n]) * half, half);
     for (int h = 0; h < NH; ++h) {
       const T* dy = dout.data() + n * dout.outerStride() + h * hs;
       T* dx = dinp.data() + n * dinp.outerStride() + h * hs;
-      for (int i = 0; i < half; ++i) {
-        dx[i] += dy[i] * c[i] + dy[i + half] * s[i];
-        dx[i + half] += -dy[i] * s[i] + dy[i + half] * c[i];
-      }
+      Eigen::Map<const A> dy1(dy, half), dy2(dy + half, half);
+      Eigen::Map<A> dx1(dx, half), dx2(dx + half, half);
+      dx1 += dy1 * c + dy2 * s;  // R^T: the rotation by -angle
+      dx2 += dy2 * c - dy1 * s;
     }
   }
 }

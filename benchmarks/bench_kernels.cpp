@@ -1,0 +1,341 @@
+// benchmarks/bench_kernels.cpp (bench_kernels): Google Benchmark microbenchmarks of fbt's kernels at the
+// shapes of one training step of the two bench_e2e configs (issue 4), float, one thread:
+//   tiny  = D 128, 4 heads (4 kv), hs 32, SwiGLU 384, T 128, batch 16   (N = B*T = 2048 rows)
+//   small = D 256, 8 heads (4 kv), hs 32, SwiGLU 768, T 256, batch 8    (N = 2048 rows)
+//   vocabulary 257 (bytes + document separator).
+//
+// Matrix kernels report GFLOP/s (model FLOPs: 2*M*N*K per product; causal attention counts only the
+// lower triangle), memory-bound kernels report GB/s (compulsory bytes read + written per call, each
+// tensor counted once). BM_Gemm/sgemm_1024_* is the ceiling every GEMM-shaped number is read against.
+//
+//   BM_Gemm/<cfg>/q_fwd        out (N, NH*hs) = x (N, D) Wq^T             linear_forward
+//   BM_Gemm/<cfg>/kv_fwd       out (N, NKV*hs) = x Wk^T (Wv the same)      linear_forward
+//   BM_Gemm/<cfg>/o_fwd        y (N, D) += ao (N, NH*hs) Wo^T              linear_forward_acc
+//   BM_Gemm/<cfg>/q_bwd_dx     dx (N, D) += dq (N, NH*hs) Wq               linear_backward (dW skipped)
+//   BM_Gemm/<cfg>/q_bwd_dw     dWq (NH*hs, D) += dq^T x                    linear_backward (dX skipped)
+//   BM_Gemm/<cfg>/mlp_up_fwd   g (N, F) = x Wg^T (Wu the same)             linear_forward
+//   BM_Gemm/<cfg>/mlp_down_fwd y (N, D) += h (N, F) Wd^T                   linear_forward_acc
+//   BM_Gemm/<cfg>/head_fwd     logits (N, V) = hf (N, D) E^T               linear_forward
+//   BM_Gemm/<cfg>/head_bwd_dx  dhf (N, D) += dlogits (N, V) E              linear_backward (dW skipped)
+//   BM_Gemm/<cfg>/head_bwd_dw  dE (V, D) += dlogits^T hf                   linear_backward (dX skipped)
+//   BM_Attention/<cfg>/{forward,backward}   attention_forward / _backward, one document per row
+//   BM_Fuser/<cfg>/glu_{forward,backward}   FeedbackFuser glu: shared_forward + forward / backward + shared_backward
+//   BM_RMSNorm/<cfg>/{fwd,bwd}     (N, D);   BM_RMSNorm/<cfg>/qk_{fwd,bwd}  per-head (N*NH, hs) (QK-norm)
+//   BM_RoPE/<cfg>/{fwd,bwd}        q (N, NH*hs)
+//   BM_SwiGLU/<cfg>/{fwd,bwd}      (N, F)
+//   BM_SoftmaxXent/<cfg>/{fwd,bwd} (N, V), in place
+// Run: build/benchmarks/bench_kernels [--benchmark_filter=REGEX] [--benchmark_repetitions=3
+//      --benchmark_report_aggregates_only=true]; benchmarks/README.md has more.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "fbt/core/arena.hpp"
+#include "fbt/core/params.hpp"
+#include "fbt/core/rng.hpp"
+#include "fbt/layers/fuser.hpp"
+#include "fbt/ops/activations.hpp"
+#include "fbt/ops/attention.hpp"
+#include "fbt/ops/linear.hpp"
+#include "fbt/ops/rmsnorm.hpp"
+#include "fbt/ops/rope.hpp"
+#include "fbt/ops/softmax_xent.hpp"
+
+using namespace fbt;
+
+namespace {
+
+/// Default --benchmark_min_time (seconds of CPU time per benchmark and repetition; the library's own default
+/// is 0.5): the whole program (50 benchmarks) then takes about 20 s, 3 repetitions about a minute.
+constexpr const char* kDefaultMinTime = "--benchmark_min_time=0.1";
+
+struct Cfg {
+  const char* name;
+  int D, NH, NKV, F, T, B, V;
+  int hs() const { return D / NH; }
+  int N() const { return B * T; }
+  int QD() const { return NH * hs(); }
+  int KD() const { return NKV * hs(); }
+};
+const Cfg kConfigs[] = {
+    {"tiny", 128, 4, 4, 384, 128, 16, 257},
+    {"small", 256, 8, 4, 768, 256, 8, 257},
+};
+
+/// n floats, uniform in [-1, 1) from fbt::Rng (64-byte aligned).
+AlignedVector<float> rand_buf(std::size_t n, std::uint64_t seed, double scale = 1.0) {
+  Rng r(seed);
+  AlignedVector<float> v(n);
+  for (auto& x : v) x = float(r.uniform(-scale, scale));
+  return v;
+}
+
+void set_gflops(benchmark::State& st, double flops) {
+  st.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+void set_gbytes(benchmark::State& st, double bytes) {
+  st.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void reg(const std::string& name, std::function<void(benchmark::State&)> fn) {
+  benchmark::RegisterBenchmark(name.c_str(), [fn](benchmark::State& st) { fn(st); })
+      ->Unit(benchmark::kMicrosecond);
+}
+
+// ---- GEMMs ------------------------------------------------------------------------------------
+
+/// out (M, OC) (+)= inp (M, C) W^T, W (OC, C).
+void gemm_fwd(benchmark::State& st, int M, int OC, int C, bool acc) {
+  auto x = rand_buf(std::size_t(M) * C, 1), w = rand_buf(std::size_t(OC) * C, 2, 0.1), y = rand_buf(std::size_t(M) * OC, 3);
+  auto run = [&] {
+    if (acc) linear_forward_acc(smat(y.data(), M, OC), csmat(x.data(), M, C), csmat(w.data(), OC, C));
+    else linear_forward(smat(y.data(), M, OC), csmat(x.data(), M, C), csmat(w.data(), OC, C));
+  };
+  run();  // grows gemm's packing buffers outside the timing
+  for (auto _ : st) {
+    run();
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_gflops(st, 2.0 * M * OC * C);
+}
+
+/// The two backward products of out = inp W^T: dX (M, C) += dY (M, OC) W, or dW (OC, C) += dY^T X.
+void gemm_bwd(benchmark::State& st, int M, int OC, int C, bool dw) {
+  auto dy = rand_buf(std::size_t(M) * OC, 4), x = rand_buf(std::size_t(M) * C, 5), w = rand_buf(std::size_t(OC) * C, 6, 0.1);
+  AlignedVector<float> dx(std::size_t(M) * C, 0.f), dW(std::size_t(OC) * C, 0.f);
+  auto run = [&] {
+    linear_backward(dw ? no_grad<float>(M, C) : smat(dx.data(), M, C), dw ? smat(dW.data(), OC, C) : no_grad<float>(OC, C),
+                    csmat(dy.data(), M, OC), csmat(x.data(), M, C), csmat(w.data(), OC, C));
+  };
+  run();
+  for (auto _ : st) {
+    run();
+    benchmark::DoNotOptimize(dx.data());
+    benchmark::DoNotOptimize(dW.data());
+    benchmark::ClobberMemory();
+  }
+  set_gflops(st, 2.0 * M * OC * C);
+}
+
+/// Square n^3 product through fbt::gemm: C = A B (nn) or C = A B^T (nt, linear_forward's layout).
+void sgemm_square(benchmark::State& st, int n, bool transB) {
+  auto A = rand_buf(std::size_t(n) * n, 7), Bm = rand_buf(std::size_t(n) * n, 8);
+  AlignedVector<float> C(std::size_t(n) * n);
+  auto run = [&] { gemm(smat(C.data(), n, n), csmat(A.data(), n, n), false, csmat(Bm.data(), n, n), transB, false); };
+  run();
+  for (auto _ : st) {
+    run();
+    benchmark::DoNotOptimize(C.data());
+    benchmark::ClobberMemory();
+  }
+  set_gflops(st, 2.0 * n * n * n);
+}
+
+// ---- attention --------------------------------------------------------------------------------
+
+void attention(benchmark::State& st, const Cfg& c, bool backward) {
+  const int N = c.N(), QD = c.QD(), KD = c.KD();
+  const AttnShape s{c.B, c.T, c.NH, c.NKV, c.hs()};
+  auto q = rand_buf(std::size_t(N) * QD, 11), k = rand_buf(std::size_t(N) * KD, 12), v = rand_buf(std::size_t(N) * KD, 13);
+  auto dout = rand_buf(std::size_t(N) * QD, 14);
+  AlignedVector<float> out(std::size_t(N) * QD), att(std::size_t(c.B) * c.NH * c.T * c.T, 0.f), scratch(std::size_t(c.T) * c.T);
+  AlignedVector<float> dq(std::size_t(N) * QD, 0.f), dk(std::size_t(N) * KD, 0.f), dv(std::size_t(N) * KD, 0.f);
+  const std::vector<int> first(std::size_t(N), 0);  // one document per row
+  auto fwd = [&] {
+    attention_forward(smat(out.data(), N, QD), att.data(), csmat(q.data(), N, QD), csmat(k.data(), N, KD), csmat(v.data(), N, KD),
+                      first.data(), s);
+  };
+  auto bwd = [&] {
+    attention_backward(smat(dq.data(), N, QD), smat(dk.data(), N, KD), smat(dv.data(), N, KD), scratch.data(), csmat(dout.data(), N, QD),
+                       att.data(), csmat(q.data(), N, QD), csmat(k.data(), N, KD), csmat(v.data(), N, KD), first.data(), s);
+  };
+  fwd();  // the probabilities backward reads
+  if (backward) bwd();
+  for (auto _ : st) {
+    if (backward) bwd();
+    else fwd();
+    benchmark::DoNotOptimize(out.data());
+    benchmark::DoNotOptimize(dq.data());
+    benchmark::ClobberMemory();
+  }
+  // causal model FLOPs: QK^T and AV over (T+1)/2 keys on average, per head; backward does 4 such products
+  const double fwd_flops = 2.0 * c.B * c.NH * double(c.T) * (c.T + 1) * c.hs();
+  set_gflops(st, backward ? 2.0 * fwd_flops : fwd_flops);
+}
+
+// ---- the GLU feedback fuser -------------------------------------------------------------------
+
+void fuser_glu(benchmark::State& st, const Cfg& c, bool backward) {
+  const int N = c.N(), D = c.D;
+  ModelConfig mc;
+  mc.hidden_size = D, mc.num_attention_heads = c.NH, mc.num_key_value_heads = c.NKV, mc.intermediate_size = c.F;
+  mc.fuser = "glu", mc.glu_init = "fan_in";  // dense W_U, W_G (the default W_U = I is just as dense to the GEMM)
+  FeedbackFuser<float> fu(mc);
+  ParamStore<float> ps;
+  fu.declare(ps, mc);
+  ps.finalize();
+  ps.init(1);
+  FeedbackFuser<float>::Shared sh;
+  FeedbackFuser<float>::Cache cache;
+  FeedbackFuser<float>::Scratch sc;
+  Arena<float> arena;
+  arena.build([&](Arena<float>& a) {
+    fu.alloc_shared(a, sh, N);
+    fu.alloc(a, cache, N);
+    fu.alloc_scratch(a, sc, N);
+  });
+  auto s = rand_buf(std::size_t(N) * D, 21), e = rand_buf(std::size_t(N) * D, 22), du = rand_buf(std::size_t(N) * D, 23);
+  AlignedVector<float> u(std::size_t(N) * D), ds(std::size_t(N) * D, 0.f), de(std::size_t(N) * D, 0.f);
+  auto fwd = [&] {
+    fu.shared_forward(ps, sh, e.data(), N);
+    fu.forward(ps, sh, cache, s.data(), e.data(), u.data(), N);
+  };
+  auto bwd = [&] {
+    fu.backward(ps, sh, cache, sc, du.data(), ds.data(), nullptr, s.data(), N);
+    fu.shared_backward(ps, sh, e.data(), de.data(), N);
+  };
+  fwd();
+  if (backward) bwd();
+  for (auto _ : st) {
+    if (backward) bwd();
+    else fwd();
+    benchmark::DoNotOptimize(u.data());
+    benchmark::DoNotOptimize(de.data());
+    benchmark::ClobberMemory();
+  }
+  // forward: W_G N_g(e) and W_U s (2 N D^2 each); backward: dX and dW of both (4 products)
+  const double prod = 2.0 * N * double(D) * D;
+  set_gflops(st, backward ? 4.0 * prod : 2.0 * prod);
+}
+
+// ---- memory-bound kernels ---------------------------------------------------------------------
+
+/// rmsnorm over (R, C) rows (the block norm: (N, D); QK-norm: (N*NH, hs)).
+void rmsnorm(benchmark::State& st, int R, int C, bool backward) {
+  auto x = rand_buf(std::size_t(R) * C, 31), dy = rand_buf(std::size_t(R) * C, 32), w = rand_buf(std::size_t(C), 33);
+  AlignedVector<float> y(std::size_t(R) * C), rstd(static_cast<std::size_t>(R)), dx(std::size_t(R) * C, 0.f), dw(std::size_t(C), 0.f);
+  auto fwd = [&] { rmsnorm_forward(smat(y.data(), R, C), vec(rstd.data(), R), csmat(x.data(), R, C), cvec(w.data(), C), 1e-6f); };
+  fwd();
+  for (auto _ : st) {
+    if (backward)
+      rmsnorm_backward(smat(dx.data(), R, C), vec(dw.data(), C), csmat(dy.data(), R, C), csmat(x.data(), R, C), cvec(w.data(), C),
+                       cvec(rstd.data(), R));
+    else fwd();
+    benchmark::DoNotOptimize(y.data());
+    benchmark::DoNotOptimize(dx.data());
+    benchmark::ClobberMemory();
+  }
+  const double RC = double(R) * C;
+  // forward: read x, write y and rstd; backward: read dy, x, rstd, read+write dx (accumulated), dw
+  set_gbytes(st, sizeof(float) * (backward ? 4.0 * RC + R + 3.0 * C : 2.0 * RC + R + C));
+}
+
+void rope(benchmark::State& st, const Cfg& c, bool backward) {
+  const int N = c.N(), QD = c.QD(), hs = c.hs();
+  const RopeTable<float> tab(c.T, hs, 10000.0);
+  std::vector<int> pos(static_cast<std::size_t>(N));
+  for (int i = 0; i < N; ++i) pos[std::size_t(i)] = i % c.T;
+  auto x = rand_buf(std::size_t(N) * QD, 41);
+  AlignedVector<float> y(std::size_t(N) * QD, 0.f);
+  for (auto _ : st) {
+    if (backward) rope_backward(smat(y.data(), N, QD), csmat(x.data(), N, QD), pos.data(), tab, c.NH);
+    else rope_forward(smat(y.data(), N, QD), csmat(x.data(), N, QD), pos.data(), tab, c.NH);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  // forward: read x, write y; backward: read dy, read+write dx; plus the cos/sin tables (T, hs/2) each
+  set_gbytes(st, sizeof(float) * ((backward ? 3.0 : 2.0) * N * QD + double(c.T) * hs));
+}
+
+void swiglu(benchmark::State& st, const Cfg& c, bool backward) {
+  const int N = c.N(), F = c.F;
+  const std::size_t NF = std::size_t(N) * F;
+  auto g = rand_buf(NF, 51, 3.0), u = rand_buf(NF, 52), dh = rand_buf(NF, 53);
+  AlignedVector<float> h(NF), dg(NF, 0.f), du(NF, 0.f);
+  for (auto _ : st) {
+    if (backward)
+      swiglu_backward(smat(dg.data(), N, F), smat(du.data(), N, F), csmat(dh.data(), N, F), csmat(g.data(), N, F), csmat(u.data(), N, F));
+    else swiglu_forward(smat(h.data(), N, F), csmat(g.data(), N, F), csmat(u.data(), N, F));
+    benchmark::DoNotOptimize(h.data());
+    benchmark::DoNotOptimize(dg.data());
+    benchmark::ClobberMemory();
+  }
+  // forward: read g, u, write h; backward: read dh, g, u, read+write dg, du
+  set_gbytes(st, sizeof(float) * (backward ? 7.0 : 3.0) * double(NF));
+}
+
+void softmax_xent(benchmark::State& st, const Cfg& c, bool backward) {
+  const int N = c.N(), V = c.V;
+  auto logits = rand_buf(std::size_t(N) * V, 61, 4.0);
+  AlignedVector<float> losses(static_cast<std::size_t>(N)), lse(static_cast<std::size_t>(N));
+  std::vector<int> tgt(static_cast<std::size_t>(N));
+  Rng r(62);
+  for (auto& t : tgt) t = int(r.below(256));
+  softmax_xent_forward(mat(logits.data(), N, V), vec(losses.data(), N), vec(lse.data(), N), tgt.data());
+  // In place, repeated: forward turns its output (probabilities) into the softmax of those, which stays
+  // finite; backward uses scale 1 (the step's 1/N would drive the buffer into denormals after a few calls,
+  // and the kernel's cost does not depend on the scale).
+  double total = 0.0;
+  for (auto _ : st) {
+    if (backward) softmax_xent_backward(mat(logits.data(), N, V), cvec(lse.data(), N), tgt.data(), 1.0);
+    else total += softmax_xent_forward(mat(logits.data(), N, V), vec(losses.data(), N), vec(lse.data(), N), tgt.data());
+    benchmark::DoNotOptimize(logits.data());
+    benchmark::ClobberMemory();
+  }
+  benchmark::DoNotOptimize(total);
+  // read + write the (N, V) buffer; targets read; forward writes losses and lse, backward reads lse
+  set_gbytes(st, sizeof(float) * (2.0 * N * V + (backward ? 2.0 : 3.0) * N));
+}
+
+void register_all() {
+  for (const bool tb : {false, true})
+    reg(std::string("BM_Gemm/sgemm_1024_") + (tb ? "nt" : "nn"), [tb](benchmark::State& st) { sgemm_square(st, 1024, tb); });
+  for (const Cfg& c : kConfigs) {
+    const std::string cf = c.name;
+    const int N = c.N(), D = c.D, QD = c.QD(), KD = c.KD(), F = c.F, V = c.V;
+    const std::string g = "BM_Gemm/" + cf + "/";
+    reg(g + "q_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, QD, D, false); });
+    reg(g + "kv_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, KD, D, false); });
+    reg(g + "o_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, D, QD, true); });
+    reg(g + "q_bwd_dx", [=](benchmark::State& st) { gemm_bwd(st, N, QD, D, false); });
+    reg(g + "q_bwd_dw", [=](benchmark::State& st) { gemm_bwd(st, N, QD, D, true); });
+    reg(g + "mlp_up_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, F, D, false); });
+    reg(g + "mlp_down_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, D, F, true); });
+    reg(g + "head_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, V, D, false); });
+    reg(g + "head_bwd_dx", [=](benchmark::State& st) { gemm_bwd(st, N, V, D, false); });
+    reg(g + "head_bwd_dw", [=](benchmark::State& st) { gemm_bwd(st, N, V, D, true); });
+    // forward and backward of each kernel side by side
+    const std::string dir[2] = {"forward", "backward"}, fb[2] = {"fwd", "bwd"};
+    for (const bool b : {false, true}) reg("BM_Attention/" + cf + "/" + dir[b], [c, b](benchmark::State& st) { attention(st, c, b); });
+    for (const bool b : {false, true}) reg("BM_Fuser/" + cf + "/glu_" + dir[b], [c, b](benchmark::State& st) { fuser_glu(st, c, b); });
+    for (const bool b : {false, true}) reg("BM_RMSNorm/" + cf + "/" + fb[b], [=](benchmark::State& st) { rmsnorm(st, N, D, b); });
+    for (const bool b : {false, true})
+      reg("BM_RMSNorm/" + cf + "/qk_" + fb[b], [=](benchmark::State& st) { rmsnorm(st, N * c.NH, c.hs(), b); });
+    for (const bool b : {false, true}) reg("BM_RoPE/" + cf + "/" + fb[b], [c, b](benchmark::State& st) { rope(st, c, b); });
+    for (const bool b : {false, true}) reg("BM_SwiGLU/" + cf + "/" + fb[b], [c, b](benchmark::State& st) { swiglu(st, c, b); });
+    for (const bool b : {false, true}) reg("BM_SoftmaxXent/" + cf + "/" + fb[b], [c, b](benchmark::State& st) { softmax_xent(st, c, b); });
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  // a shorter default min time (a per-benchmark MinTime() would override the flag and rename every benchmark)
+  std::vector<char*> args(argv, argv + argc);
+  bool has_min_time = false;
+  for (int i = 1; i < argc; ++i) has_min_time |= std::string(argv[i]).rfind("--benchmark_min_time", 0) == 0;
+  std::string min_time = kDefaultMinTime;
+  if (!has_min_time) args.insert(args.begin() + 1, &min_time[0]);
+  int n = int(args.size());
+  args.push_back(nullptr);
+  benchmark::Initialize(&n, args.data());
+  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
