@@ -27,10 +27,10 @@ template <class T> struct CausalSelfAttention {
 
   /// What backward needs, per pass and layer.
   struct Cache {
-    T *q, *k, *v;    // (N, NH*hs), (N, NKV*hs), (N, NKV*hs)  raw projections
-    T *qn, *kn;      // (N, NH*hs), (N, NKV*hs)  after QK-norm (== q, k when qk_norm is off)
+    T *q, *k, *v;    // (N, NH*hs), (N, NKV*hs), (N, NKV*hs)  raw projections (q, k alias qr, kr without QK-norm)
     T *rq, *rk;      // (N*NH), (N*NKV)  QK-norm rstd
-    T *qr, *kr;      // (N, NH*hs), (N, NKV*hs)  after RoPE: what attention saw
+    T *qr, *kr;      // (N, NH*hs), (N, NKV*hs)  after QK-norm and RoPE: what attention saw
+    // (the QK-normed, not yet rotated q and k are not kept: backward needs only q, k and the rstd)
     T* att;          // (B, NH, T, T)  attention probabilities
     T* ao;           // (N, NH*hs)  attention output before o_proj
   };
@@ -55,13 +55,12 @@ template <class T> struct CausalSelfAttention {
   }
   void alloc(Arena<T>& a, Cache& c, int B, int Tn) const {
     const std::size_t N = std::size_t(B) * Tn;
-    c.q = a.take(N * NH * hs), c.k = a.take(N * NKV * hs), c.v = a.take(N * NKV * hs);
+    c.qr = a.take(N * NH * hs), c.kr = a.take(N * NKV * hs), c.v = a.take(N * NKV * hs);
     if (qk_norm) {
-      c.qn = a.take(N * NH * hs), c.kn = a.take(N * NKV * hs), c.rq = a.take(N * NH), c.rk = a.take(N * NKV);
-    } else {
-      c.qn = c.q, c.kn = c.k, c.rq = c.rk = nullptr;
+      c.q = a.take(N * NH * hs), c.k = a.take(N * NKV * hs), c.rq = a.take(N * NH), c.rk = a.take(N * NKV);
+    } else {  // project straight into qr, kr and rotate in place
+      c.q = c.qr, c.k = c.kr, c.rq = c.rk = nullptr;
     }
-    c.qr = a.take(N * NH * hs), c.kr = a.take(N * NKV * hs);
     c.att = a.take(std::size_t(B) * NH * Tn * Tn);
     c.ao = a.take(N * NH * hs);
   }
@@ -79,12 +78,12 @@ template <class T> struct CausalSelfAttention {
     linear_forward(smat(c.q, N, QD), X, csmat(P + wq, QD, D));
     linear_forward(smat(c.k, N, KD), X, csmat(P + wk, KD, D));
     linear_forward(smat(c.v, N, KD), X, csmat(P + wv, KD, D));
-    if (qk_norm) {  // per head: view (N, NH*hs) as (N*NH, hs)
-      rmsnorm_forward(smat(c.qn, N * NH, hs), vec(c.rq, N * NH), csmat(c.q, N * NH, hs), cvec(P + gq, hs), eps);
-      rmsnorm_forward(smat(c.kn, N * NKV, hs), vec(c.rk, N * NKV), csmat(c.k, N * NKV, hs), cvec(P + gk, hs), eps);
+    if (qk_norm) {  // per head: view (N, NH*hs) as (N*NH, hs); the normed q, k go straight into qr, kr
+      rmsnorm_forward(smat(c.qr, N * NH, hs), vec(c.rq, N * NH), csmat(c.q, N * NH, hs), cvec(P + gq, hs), eps);
+      rmsnorm_forward(smat(c.kr, N * NKV, hs), vec(c.rk, N * NKV), csmat(c.k, N * NKV, hs), cvec(P + gk, hs), eps);
     }
-    rope_forward(smat(c.qr, N, QD), csmat(c.qn, N, QD), s.pos, rope, NH);
-    rope_forward(smat(c.kr, N, KD), csmat(c.kn, N, KD), s.pos, rope, NKV);
+    rope_forward(smat(c.qr, N, QD), csmat(c.qr, N, QD), s.pos, rope, NH);  // in place
+    rope_forward(smat(c.kr, N, KD), csmat(c.kr, N, KD), s.pos, rope, NKV);
     attention_forward(smat(c.ao, N, QD), c.att, csmat(c.qr, N, QD), csmat(c.kr, N, KD), csmat(c.v, N, KD), s.first,
                       AttnShape{s.B, s.T, NH, NKV, hs});
     linear_forward_acc(smat(y, N, D), csmat(c.ao, N, QD), csmat(P + wo, D, QD));

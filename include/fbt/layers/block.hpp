@@ -19,9 +19,9 @@ template <class T> struct Block {
   SwiGLUMlp<T> mlp;
 
   struct Cache {
-    T *ln1, *r1;   // (N, D), (N)  input_layernorm output and rstd
+    T *ln1, *r1;   // (N, D), (N)  input_layernorm output (a temporary, recomputed by backward) and rstd
     T* mid;        // (N, D)  residual after attention
-    T *ln2, *r2;   // (N, D), (N)
+    T *ln2, *r2;   // (N, D), (N)  likewise for post_attention_layernorm
     typename CausalSelfAttention<T>::Cache attn;
     typename SwiGLUMlp<T>::Cache mlp;
   };
@@ -42,11 +42,14 @@ template <class T> struct Block {
     g2 = ps.add(p + "post_attention_layernorm.weight", {D}, Init::Ones);
     mlp.declare(ps, p + "mlp.", std, out_std);
   }
-  void alloc(Arena<T>& a, Cache& c, int B, int Tn) const {
+  /// share: a cache whose temporaries (ln1, ln2, the MLP's h) this one reuses; backward recomputes them,
+  /// so one set serves every layer and pass (null: allocate them).
+  void alloc(Arena<T>& a, Cache& c, int B, int Tn, const Cache* share = nullptr) const {
     const std::size_t N = std::size_t(B) * Tn;
-    c.ln1 = a.take(N * D), c.r1 = a.take(N), c.mid = a.take(N * D), c.ln2 = a.take(N * D), c.r2 = a.take(N);
+    c.ln1 = share ? share->ln1 : a.take(N * D), c.ln2 = share ? share->ln2 : a.take(N * D);
+    c.r1 = a.take(N), c.mid = a.take(N * D), c.r2 = a.take(N);
     attn.alloc(a, c.attn, B, Tn);
-    mlp.alloc(a, c.mlp, B, Tn);
+    mlp.alloc(a, c.mlp, B, Tn, share ? &share->mlp : nullptr);
   }
   void alloc_scratch(Arena<T>& a, Scratch& s, int B, int Tn) const {
     s.dln = a.take(std::size_t(B) * Tn * D);
@@ -72,11 +75,13 @@ template <class T> struct Block {
     const int N = s.N();
     const T* P = ps.values();
     T* G = ps.grads();
-    // MLP branch: d mid = d out + RMSNorm_2^T (mlp^T d out)
+    // MLP branch: d mid = d out + RMSNorm_2^T (mlp^T d out)   (ln2 recomputed: it is not kept per layer)
+    rmsnorm_forward(smat(c.ln2, N, D), vec(c.r2, N), csmat(c.mid, N, D), cvec(P + g2, D), eps);
     zero(sc.dln, std::size_t(N) * D);
     mlp.backward(ps, c.mlp, sc.mlp, dx, sc.dln, c.ln2, N);
     rmsnorm_backward(smat(dx, N, D), vec(G + g2, D), csmat(sc.dln, N, D), csmat(c.mid, N, D), cvec(P + g2, D), cvec(c.r2, N));
-    // attention branch: d x = d mid + RMSNorm_1^T (attn^T d mid)
+    // attention branch: d x = d mid + RMSNorm_1^T (attn^T d mid)   (ln1 recomputed likewise)
+    rmsnorm_forward(smat(c.ln1, N, D), vec(c.r1, N), csmat(x, N, D), cvec(P + g1, D), eps);
     zero(sc.dln, std::size_t(N) * D);
     attn.backward(ps, c.attn, sc.attn, dx, sc.dln, c.ln1, s, rope);
     rmsnorm_backward(smat(dx, N, D), vec(G + g1, D), csmat(sc.dln, N, D), csmat(x, N, D), cvec(P + g1, D), cvec(c.r1, N));

@@ -17,7 +17,8 @@ template <class T> struct SwiGLUMlp {
   std::size_t wg = 0, wu = 0, wd = 0;
 
   struct Cache {
-    T *g, *u, *h;  // (N, F) each
+    T *g, *u;  // (N, F) each
+    T* h;      // (N, F)  silu(g) * u: a temporary, recomputed by backward (so it may be shared by all layers)
   };
   struct Scratch {
     T *dh, *dg, *du;  // (N, F) each
@@ -31,9 +32,10 @@ template <class T> struct SwiGLUMlp {
     wu = ps.add(prefix + "up_proj.weight", {F, D}, Init::Normal, std);
     wd = ps.add(prefix + "down_proj.weight", {D, F}, Init::Normal, out_std);
   }
-  void alloc(Arena<T>& a, Cache& c, int B, int Tn) const {
+  /// share: a cache whose temporary h this one reuses (null: allocate one).
+  void alloc(Arena<T>& a, Cache& c, int B, int Tn, const Cache* share = nullptr) const {
     const std::size_t N = std::size_t(B) * Tn;
-    c.g = a.take(N * F), c.u = a.take(N * F), c.h = a.take(N * F);
+    c.g = a.take(N * F), c.u = a.take(N * F), c.h = share ? share->h : a.take(N * F);
   }
   void alloc_scratch(Arena<T>& a, Scratch& s, int B, int Tn) const {
     const std::size_t N = std::size_t(B) * Tn;
@@ -55,6 +57,7 @@ template <class T> struct SwiGLUMlp {
     const T* P = ps.values();
     T* G = ps.grads();
     zero(sc.dh, std::size_t(N) * F), zero(sc.dg, std::size_t(N) * F), zero(sc.du, std::size_t(N) * F);
+    swiglu_forward(smat(c.h, N, F), csmat(c.g, N, F), csmat(c.u, N, F));  // recompute h (not kept per layer)
     linear_backward(smat(sc.dh, N, F), smat(G + wd, D, F), csmat(dy, N, D), csmat(c.h, N, F), csmat(P + wd, D, F));
     swiglu_backward(smat(sc.dg, N, F), smat(sc.du, N, F), csmat(sc.dh, N, F), csmat(c.g, N, F), csmat(c.u, N, F));
     auto X = csmat(x, N, D);

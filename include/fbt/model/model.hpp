@@ -104,9 +104,9 @@ template <class T> class Model {
     for (auto& p : w.pass) {
       p.res.resize(L + 1);
       p.blocks.resize(L);
-      if (grad) {  // backward reads every layer's activations
+      if (grad) {  // backward reads every layer's activations (but the recomputed temporaries are shared)
         for (auto& r : p.res) r = a.take(ND);
-        for (int l = 0; l < L; ++l) blocks[l].alloc(a, p.blocks[l], B, Tn);
+        for (int l = 0; l < L; ++l) blocks[l].alloc(a, p.blocks[l], B, Tn, &p == &w.pass[0] && l == 0 ? nullptr : &w.pass[0].blocks[0]);
       } else {  // forward only: two residual buffers in turn and one block cache for all layers, except
                 // each layer's keys and values, which a prefill commits to the KV cache
         T* rb[2] = {a.take(ND), a.take(ND)};
