@@ -95,7 +95,11 @@ int cmd_train(Args a) {
       if (std::find_if(std::begin(allowed), std::end(allowed), [&](const char* s) { return kv.first == s; }) == std::end(allowed))
         throw Error("fbt train --resume: --" + kv.first + " would change the run's math; only steps, cadence and output options may change");
     auto t = Trainer<float>::resume(resume, [&](TrainConfig& c) {
+      const long before = c.steps;
       for (const auto& kv : a) set_config_field(c, kv.first, kv.second);
+      if (c.steps != before)
+        std::fprintf(stderr, "note: steps %ld -> %ld also moves the LR schedule and the feedback start (both are set by the run's length)\n",
+                     before, c.steps);
     });
     std::fprintf(stderr, "resumed from %s at step %ld\n", resume.c_str(), t->step);
     t->run(stderr);
@@ -113,7 +117,9 @@ int cmd_eval(Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt eval --checkpoint CKPT [--data task:NAME|FILE] [--task_difficulty N] [--seq_len T] [--windows N]\n"
-        "         [--seq_windows N] [--monitor K] [--passes K] [--doc_split blank_line|none]\n\n"
+        "         [--seq_windows N] [--monitor K] [--passes K] [--doc_split blank_line|none] [--val_fraction X]\n\n"
+        "The data options default to those the checkpoint's run was trained with (read from its\n"
+        "train_state.safetensors); --windows 0 evaluates every validation window.\n"
         "Prints the per-pass validation losses (pass k = fused(k-1) prefill at every position), the\n"
         "sequential-exact losses (token by token, standard and soft) and the contraction monitor L(k), delta_k\n"
         "(spec section 6). CKPT is a checkpoint directory or a model.safetensors file.\n");
@@ -122,10 +128,17 @@ int cmd_eval(Args a) {
   const std::string ck = take(a, "checkpoint", "");
   if (ck.empty()) throw Error("fbt eval: --checkpoint is required");
   TrainConfig c;
-  c.data = take(a, "data", "task:addition");
-  c.task_difficulty = int(detail::parse_long("task_difficulty", take(a, "task_difficulty", "3")));
-  c.doc_split = take(a, "doc_split", "blank_line");
-  c.seq_len = int(detail::parse_long("seq_len", take(a, "seq_len", "128")));
+  // a checkpoint directory from fbt train records its run: its data settings are the defaults here
+  const std::string state = ck + "/train_state.safetensors";
+  if (std::filesystem::is_directory(ck) && std::filesystem::exists(state)) {
+    const SafetensorsFile f = read_safetensors(state);
+    if (f.metadata.count("train_config")) apply_json(c, nlohmann::json::parse(f.metadata.at("train_config")), "training state '" + state + "'");
+  }
+  c.data = take(a, "data", c.data);
+  c.task_difficulty = int(detail::parse_long("task_difficulty", take(a, "task_difficulty", std::to_string(c.task_difficulty))));
+  c.doc_split = take(a, "doc_split", c.doc_split);
+  c.val_fraction = detail::parse_double("val_fraction", take(a, "val_fraction", detail::num(c.val_fraction)));
+  c.seq_len = int(detail::parse_long("seq_len", take(a, "seq_len", std::to_string(c.seq_len))));
   const int windows = int(detail::parse_long("windows", take(a, "windows", "32")));
   const int seq_windows = int(detail::parse_long("seq_windows", take(a, "seq_windows", "2")));
   const int monitor = int(detail::parse_long("monitor", take(a, "monitor", "30")));
@@ -227,7 +240,7 @@ int cmd_demo(Args a) {
   const std::string out_dir = take(a, "out_dir", "runs/demo");
   no_leftovers(a, "demo");
   base.batch_size = 16, base.seq_len = 128, base.lr = 3e-3, base.min_lr = 3e-4, base.warmup_steps = 50;
-  base.eval_every = 0, base.eval_windows = 32, base.seq_eval_windows = 4, base.monitor_passes = 0, base.progress = false;
+  base.eval_every = 0, base.eval_windows = 32, base.seq_eval_windows = 32, base.monitor_passes = 0, base.progress = false;
 
   DemoModel models[2];
   models[0].name = "baseline";
@@ -235,6 +248,8 @@ int cmd_demo(Args a) {
   TrainConfig cb = base, cf = base;
   cb.model.fuser = "none", cb.schedule.feedback_start = 1.0, cb.schedule.K_max = 1, cb.schedule.pass_mix = {{1, 1.0}}, cb.out_dir = out_dir + "/baseline";
   cf.model.fuser = "glu", cf.out_dir = out_dir + "/fbt";
+  // the demo owns its two run directories: a new demo replaces the last one's
+  std::filesystem::remove_all(cb.out_dir), std::filesystem::remove_all(cf.out_dir);
   models[0].trainer = std::make_unique<Trainer<float>>(cb);
   models[1].trainer = std::make_unique<Trainer<float>>(cf);
   std::printf("fbt demo: %s (difficulty %d), %ld steps of %d x %d tokens each, both models on the same batches\n",
@@ -292,7 +307,7 @@ int cmd_demo(Args a) {
   std::printf("%-34s %14s %16s\n", "validation loss, fused(1) (pass 2)", "-", cell(f.eval.val_loss.size() > 1 ? f.eval.val_loss[1] : NAN).c_str());
   std::printf("%-34s %14s %16s\n", "validation loss, fused(2) (pass 3)", "-", cell(f.eval.val_loss.size() > 2 ? f.eval.val_loss[2] : NAN).c_str());
   std::printf("%-34s %14s %16s\n", "validation loss, token by token", cell(b.eval.seq_loss_standard).c_str(), cell(f.eval.seq_loss_soft).c_str());
-  std::printf("%-34s %14s %16s\n", "  (baseline: standard; fbt: soft)", "", "");
+  std::printf("%-34s %14s %16s\n", "  (baseline standard, fbt soft)", "", "");
   auto find = [](const DemoModel& d, const std::string& m) -> const TaskEvalResult* {
     for (const auto& t : d.tasks)
       if (t.mode == m) return &t;

@@ -281,7 +281,11 @@ template <class T> std::vector<std::vector<int>> generate_batch(Decoder<T>& dec,
     const auto& r = reqs[i];
     r.opts.sampling.validate();
     FBT_ASSERT(!r.prompt.empty(), "request " + std::to_string(i) + " has an empty prompt");
-    const int cap = std::min<int>(dec.model().cfg.max_position_embeddings, int(r.prompt.size()) + r.opts.max_new_tokens);
+    const int maxpos = dec.model().cfg.max_position_embeddings;
+    FBT_ASSERT(int(r.prompt.size()) + r.opts.max_new_tokens <= maxpos,
+               "request " + std::to_string(i) + ": prompt (" + std::to_string(r.prompt.size()) + " tokens) + max_new_tokens (" +
+                   std::to_string(r.opts.max_new_tokens) + ") exceeds the model's max_position_embeddings (" + std::to_string(maxpos) + ")");
+    const int cap = int(r.prompt.size()) + r.opts.max_new_tokens;
     seqs.push_back(dec.new_sequence(cap, r.opts.mode));
     rngs.emplace_back(r.opts.seed);
     dec.prefill(seqs[i], r.prompt.data(), int(r.prompt.size()), logits.data());

@@ -76,6 +76,9 @@ template <class T = float> class Trainer {
         lr_sched(make_lr_schedule(cfg.lr_schedule, cfg.lr, cfg.min_lr, std::min(cfg.warmup_steps, cfg.steps), cfg.steps, cfg.wsd_decay_frac)),
         data_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 1), sched_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 2), dec_(model, kSep) {
     FBT_ASSERT(data, "Trainer needs a data source");
+    if (data->num_eval_windows(cfg.seq_len) < 1)
+      throw Error("data " + cfg.data + ": the validation split holds no window of " + std::to_string(cfg.seq_len + 1) +
+                  " tokens (evaluation needs one; raise val_fraction or lower seq_len)");
     adam.beta1 = cfg.beta1, adam.beta2 = cfg.beta2, adam.eps = cfg.adam_eps, adam.weight_decay = cfg.weight_decay;
     if (cfg.threads > 1) par_ = std::make_unique<ParallelStepper<T>>(model, cfg.threads);
   }
@@ -148,21 +151,31 @@ template <class T = float> class Trainer {
     return e;
   }
 
-  /// \brief Writes checkpoint/model.safetensors and checkpoint/train_state.safetensors under dir (atomic each).
+  /// \brief Writes dir/model.safetensors and dir/train_state.safetensors as one unit: both go to dir.tmp,
+  /// then dir.tmp replaces dir (the previous checkpoint is kept as dir.old until the new one is in place).
   void save_checkpoint(const std::string& dir) const {
-    std::filesystem::create_directories(dir);
+    namespace fs = std::filesystem;
+    const std::string tmp = dir + ".tmp", old = dir + ".old";
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
     auto meta = model_metadata(model.cfg);  // the model file: weights + config (+ the step, to pair it with the state)
     meta["step"] = std::to_string(step);
-    save_safetensors(dir + "/model.safetensors", model_tensors(model), meta);
-    save_train_state(dir + "/train_state.safetensors", model.params,
+    save_safetensors(tmp + "/model.safetensors", model_tensors(model), meta);
+    save_train_state(tmp + "/train_state.safetensors", model.params,
                      {{"trainer_step", std::to_string(step)}, {"tokens", detail::num(tokens)}, {"compute_tokens", detail::num(compute_tokens)},
                       {"data_rng", data_rng.state()}, {"sched_rng", sched_rng.state()}, {"train_config", to_json(cfg).dump()}});
+    fs::remove_all(old);
+    if (fs::exists(dir)) fs::rename(dir, old);
+    fs::rename(tmp, dir);
+    fs::remove_all(old);
   }
 
   /// \brief Rebuilds a trainer from a checkpoint directory: same config, weights, moments, RNG states and counters.
   /// `override` may change fields that do not alter the run's math (steps, eval/checkpoint cadence, out_dir, progress).
   static std::unique_ptr<Trainer> resume(const std::string& dir, const std::function<void(TrainConfig&)>& override = {}) {
     const std::string st_path = dir + "/train_state.safetensors", m_path = dir + "/model.safetensors";
+    if (!std::filesystem::exists(dir) && std::filesystem::exists(dir + ".old"))
+      throw Error("checkpoint '" + dir + "' is missing but '" + dir + ".old' exists: a save was interrupted; resume from '" + dir + ".old'");
     const SafetensorsFile f = read_safetensors(st_path);
     auto meta = [&](const char* k) -> std::string {
       auto it = f.metadata.find(k);
@@ -195,6 +208,9 @@ template <class T = float> class Trainer {
   /// \brief Trains until cfg.steps, evaluating, logging and checkpointing on the way. `out` gets the
   /// progress line and evaluation summaries.
   void run(std::FILE* out = stderr) {
+    if (step == 0 && std::filesystem::exists(cfg.out_dir + "/checkpoint"))
+      throw Error("out_dir '" + cfg.out_dir + "' already holds a run (checkpoint/): resume it with --resume " + cfg.out_dir +
+                  "/checkpoint, or choose another out_dir");
     std::filesystem::create_directories(cfg.out_dir);
     std::ofstream log(cfg.out_dir + "/train.jsonl", std::ios::app), elog(cfg.out_dir + "/eval.jsonl", std::ios::app);
     if (!log || !elog) throw Error("cannot write logs in '" + cfg.out_dir + "'");
