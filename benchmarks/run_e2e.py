@@ -156,6 +156,7 @@ def main(argv=None):
     ap.add_argument("--peer", default="auto", help="auto (torch + torch.compile if it works) | torch | torch.compile | none")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds per process")
     ap.add_argument("--out", default=os.path.join(HERE, "results"), help="directory for e2e.json and e2e.md")
+    ap.add_argument("--no-check", action="store_true", help="skip check_peer.py (the peer-equals-fbt check run first)")
     ap.add_argument("--quick", action="store_true", help="1 round, 2 reps, 1 warm-up (smoke test)")
     a = ap.parse_args(argv)
     if a.quick:
@@ -181,6 +182,21 @@ def main(argv=None):
         else:
             peer_impls = ["torch", "torch.compile"] if a.peer == "auto" else [a.peer]
             log(f"run_e2e: peer = torch {torch_version} ({py}), variants {peer_impls}")
+
+    check = None
+    if peer_impls and not a.no_check:  # the peer must compute what fbt computes before its times mean anything
+        cj = os.path.join(tempfile.gettempdir(), f"fbt_e2e_check_{os.getpid()}.json")
+        p = subprocess.run([py, os.path.join(HERE, "peer", "check_peer.py"), "--bench", a.bench, "--json", cj],
+                           env=env, capture_output=True, text=True, timeout=1800)
+        log(p.stdout.rstrip())
+        check = {"ok": p.returncode == 0, "summary": p.stdout.strip().splitlines()[-1] if p.stdout.strip() else p.stderr[-500:]}
+        if os.path.exists(cj):
+            r = json.load(open(cj))
+            check["results"] = [{k: x[k] for k in ("fuser", "K", "loss_max_rel", "objective_rel", "grad_max_rel", "greedy", "ok")}
+                                for x in r["results"]]
+            os.remove(cj)
+        if not check["ok"]:
+            log("run_e2e: WARNING: the peer does not match fbt (see above); its times are recorded but suspect")
 
     tmp = tempfile.TemporaryDirectory(prefix="fbt_e2e_init_")
     for c in configs:
@@ -246,7 +262,7 @@ def main(argv=None):
                      "torch": torch_version, "python_peer": py},
         "settings": {"rounds": a.rounds, "reps": a.reps, "warmup": a.warmup, "mix_reps": a.mix_reps, "bench": a.bench,
                      "peer_variants": [i for i in peer_impls if not (i == "torch.compile" and compile_failed)]},
-        "peer_note": peer_note, "torch_compile_error": compile_failed, "torch_import_rss_mb": torch_import_rss,
+        "peer_check": check, "peer_note": peer_note, "torch_compile_error": compile_failed, "torch_import_rss_mb": torch_import_rss,
         "results": results, "raw": raw,
     }
     os.makedirs(a.out, exist_ok=True)
@@ -266,9 +282,10 @@ def render_md(out, import_rss_note):
          f"L3 {m.get('L3 cache', '?')}; {m.get('libc', '')}; fbt built with {out['versions']['fbt_compiler']}; "
          f"torch {out['versions']['torch'] or '(not available)'}.", "",
          f"Command: `{out['command']}`", "",
-         f"{out['settings']['rounds']} rounds; each round runs fbt, then the peer (eager `torch`"
-         + (", then `torch.compile`" if "torch.compile" in out["settings"]["peer_variants"] else "")
-         + "), each a fresh process timing "
+         f"{out['settings']['rounds']} rounds; each round runs fbt"
+         + ((", then the peer (" + ", then ".join(f"`{p}`" for p in out["settings"]["peer_variants"]) + ")")
+            if out["settings"]["peer_variants"] else " alone")
+         + ", each a fresh process timing "
          f"{out['settings']['reps']} repetitions after {out['settings']['warmup']} warm-ups ({out['settings']['mix_reps']} "
          "33-step cycles for `mix`). Times: median over rounds of each process's median [p25-p75]. "
          "Speedup = peer time / fbt time, computed per round, then the median (range over rounds). "
@@ -276,6 +293,13 @@ def render_md(out, import_rss_note):
          + ", ".join(k for k, v in out["env"].items() if not v) + " unset.", ""]
     if out.get("peer_note"):
         L += [f"**{out['peer_note']}**", ""]
+    if out.get("peer_check"):
+        c = out["peer_check"]
+        worst = lambda k: max((x[k] for x in c.get("results", [])), default=float("nan"))
+        L += [f"Peer check (check_peer.py, same run): **{'PASS' if c['ok'] else 'FAIL'}**: per-pass losses within "
+              f"{worst('loss_max_rel'):.1e} relative, gradient norms within {worst('grad_max_rel'):.1e}, greedy decodes "
+              f"{'equal' if all(g['equal'] for x in c.get('results', []) for g in x['greedy'].values()) else 'DIFFERENT'} "
+              f"(fusers {', '.join(x['fuser'] for x in c.get('results', []))}).", ""]
     if out.get("torch_compile_error"):
         L += [f"torch.compile fell back to eager: `{out['torch_compile_error']}`", ""]
     peers = out["settings"]["peer_variants"]

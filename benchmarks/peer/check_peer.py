@@ -18,9 +18,10 @@ missing (skipped).
     python check_peer.py --cli build/tools/fbt                       # also: a model trained by the fbt CLI
 
 --cli adds an independent check on trained weights: it trains a small GQA model (fuser glu) with
-`fbt train` on a generated one-document text, then compares `fbt eval` (per-pass validation losses of 3
+`fbt train` on a generated text, then compares `fbt eval` (per-pass validation losses of 3
 passes on the text's fixed validation windows; printed to 4 decimals) and `fbt sample --temperature 0`
-(greedy, in standard, soft and fused(2)) with the peer on the same windows and prompt.
+(greedy, in standard, soft and fused(2)) with the peer on the same windows and prompt. The text is
+blank-line separated paragraphs, so windows and greedy continuations cross document starts.
 """
 from __future__ import annotations
 
@@ -51,9 +52,11 @@ def check_one(path_json: str, path_st: str, loss_rtol: float, grad_rtol: float, 
     tok = torch.tensor(ref["tokens"]).view(B, T)
     tgt = torch.tensor(ref["targets"]).view(B, T)
     prefix = torch.tensor(ref["prefix"]).view(K, B) if ref.get("prefix") else None
+    # optional (B*T) 0/1 document starts of the batch (fbt's Batch::doc_start); absent: one document per row
+    ds = torch.tensor(ref["doc_start"]).view(B, T).bool() if ref.get("doc_start") else None
     m.zero_grad(set_to_none=True)
     obj, losses = m.kpass(tok, tgt, K=K, lam=ref["lambda"], sigma=0.0, prefix=prefix,
-                          detach=ref.get("detach", False), grad_passes=ref.get("grad_passes", 0))
+                          detach=ref.get("detach", False), grad_passes=ref.get("grad_passes", 0), doc_start=ds)
     obj.backward()
     obj, losses = obj.detach(), [l.detach() for l in losses]
     out = {"fuser": ref["fuser"], "K": K, "ok": True, "failures": []}
@@ -104,31 +107,34 @@ def cli_check(fbt: str, workdir: str) -> bool:
     words = ("the quick brown fox jumps over lazy dog and then some more words appear in this text "
              "for a test of models").split()
     rnd = random.Random(0)
-    text = " ".join(rnd.choice(words) for _ in range(3000))
+    # paragraphs separated by blank lines: fbt makes each one a document ([SEP] + bytes), so the
+    # validation windows hold document starts (plain positions, RoPE restarting, masked attention)
+    paras = [" ".join(rnd.choice(words) for _ in range(rnd.randint(6, 14))) + "\n" for _ in range(300)]
+    text = "\n".join(paras)
     data = os.path.join(workdir, "cli_text.txt")
     with open(data, "w") as fh:
         fh.write(text)
     run = os.path.join(workdir, "cli_run")
     T, nwin = 64, 8
-    subprocess.run([fbt, "train", "--data", data, "--doc_split", "none", "--hidden_size", "64", "--num_hidden_layers", "2",
+    subprocess.run([fbt, "train", "--data", data, "--doc_split", "blank_line", "--hidden_size", "64", "--num_hidden_layers", "2",
                     "--num_attention_heads", "4", "--num_key_value_heads", "2", "--intermediate_size", "160",
                     "--seq_len", str(T), "--batch_size", "8", "--steps", "400", "--feedback_start", "0.3",
                     "--eval_every", "0", "--eval_windows", "2", "--seq_eval_windows", "1", "--monitor_passes", "0",
                     "--out_dir", run, "--progress", "false"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ck = os.path.join(run, "checkpoint")
-    ev = subprocess.run([fbt, "eval", "--checkpoint", ck, "--data", data, "--doc_split", "none", "--seq_len", str(T),
+    ev = subprocess.run([fbt, "eval", "--checkpoint", ck, "--data", data, "--doc_split", "blank_line", "--seq_len", str(T),
                          "--windows", str(nwin), "--passes", "3", "--seq_windows", "0", "--monitor", "0"],
                         check=True, capture_output=True, text=True).stdout
     want = [float(x) for x in re.findall(r"pass \d+ validation loss ([0-9.]+)", ev)]
     m = ft.load_checkpoint(ck)
-    # the validation split of a one-document text (fbt TextDataset, val_fraction 0.1): the stream
-    # [SEP] + bytes cut at floor(0.9 * N); windows of T+1 tokens at stride T
-    stream = [ft.SEP] + list(text.encode())
-    val = stream[math.floor(0.9 * len(stream)):]
+    # fbt's TextDataset (val_fraction 0.1): the last k = round(0.1 * docs) documents, each [SEP] + bytes,
+    # form the validation stream; windows of T+1 tokens at stride T; a document starts at t = 0 and at SEP
+    k = min(len(paras) - 1, max(1, int(math.floor(0.1 * len(paras) + 0.5))))
+    val = [t for p in paras[-k:] for t in [ft.SEP] + list(p.encode())]
     win = [val[i * T:i * T + T + 1] for i in range(nwin)]
     x, y = torch.tensor([w[:T] for w in win]), torch.tensor([w[1:] for w in win])
     with torch.no_grad():
-        _, got = m.kpass(x, y, K=3)
+        _, got = m.kpass(x, y, K=3, doc_start=x == ft.SEP)
     got = [float(v) for v in got]
     ok = len(want) == 3 and all(abs(a - b) <= 1.5e-4 for a, b in zip(got, want))
     print(f"  cli eval  K=3 (trained weights, {nwin} windows of {T}): peer {['%.6f' % v for v in got]} fbt {want} "
@@ -137,13 +143,14 @@ def cli_check(fbt: str, workdir: str) -> bool:
     dec = ft.Decoder(m)
     for mode in ("standard", "soft", "fused(2)"):
         out = subprocess.run([fbt, "sample", "--checkpoint", ck, "--prompt", prompt, "--mode", mode, "--temperature", "0",
-                              "--max_new_tokens", "60"], check=True, capture_output=True, text=True).stdout
+                              "--max_new_tokens", "120"], check=True, capture_output=True, text=True).stdout
         fbt_text = out.split("\n", 1)[1].rstrip("\n")
-        toks = dec.generate_greedy([ft.SEP] + list(prompt.encode()), mode, 60)
+        toks = dec.generate_greedy([ft.SEP] + list(prompt.encode()), mode, 120)
         peer_text = prompt + "".join("\n<|sep|>\n" if t == ft.SEP else chr(t) for t in toks)
         same = peer_text == fbt_text
         ok &= same
-        print(f"  cli greedy {mode:9s}: {'equal' if same else 'DIFFER'} ({fbt_text[len(prompt):][:40]!r}...)")
+        print(f"  cli greedy {mode:9s}: {'equal' if same else 'DIFFER'} ({toks.count(ft.SEP)} document starts; "
+              f"{fbt_text[len(prompt):][:50]!r}...)")
         if not same:
             print(f"            peer {peer_text!r}\n            fbt  {fbt_text!r}")
     return ok
