@@ -920,11 +920,12 @@ template <class T> void sum_squares(double* acc, const T* x, std::size_t n, cuda
   sum_squares_kernel<T><<<std::min(detail::grid_for(n), 1024u), detail::kThreads, 0, stream>>>(acc, x, long(n));
   FBT_CUDA_CHECK_LAUNCH("sum_squares_kernel");
 }
-/// x *= s over n elements (float s computed by the caller in double and rounded once).
-template <class T> __global__ void scale_kernel(T* x, T s, long n) {
-  for (long i = long(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += long(gridDim.x) * blockDim.x) x[i] *= s;
+/// x = T(double(x) * s) over n elements (the CPU clip_grad_norm's arithmetic).
+template <class T> __global__ void scale_kernel(T* x, double s, long n) {
+  for (long i = long(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += long(gridDim.x) * blockDim.x) x[i] = T(double(x[i]) * s);
 }
-template <class T> void scale_inplace(T* x, T s, std::size_t n, cudaStream_t stream) {
+/// \brief x (n) *= s, computed in double and rounded once per element.
+template <class T> void scale_inplace(T* x, double s, std::size_t n, cudaStream_t stream) {
   if (n == 0) return;
   scale_kernel<T><<<detail::grid_for(n), detail::kThreads, 0, stream>>>(x, s, long(n));
   FBT_CUDA_CHECK_LAUNCH("scale_kernel");

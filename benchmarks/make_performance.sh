@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Regenerates the measurements behind docs/PERFORMANCE.md (about 35 minutes on the 2-core machine; run it on
+# an otherwise idle machine). Needs a Release build with benchmarks (scripts/build.sh does one) and, for the
+# side-by-side columns, PyTorch in /opt/torch-venv (or --python for run_e2e.py; without torch the fbt side
+# runs alone). Output: benchmarks/results/{train,decode,decode_compile,mix}/e2e.{json,md}, kernels.txt and
+# tables.md (what docs/PERFORMANCE.md quotes).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+build="${FBT_BUILD_DIR:-build}"
+FBT_TARGETS="bench_e2e bench_kernels" bash scripts/build.sh "$build" -DFBT_BUILD_BENCHMARKS=ON
+out=benchmarks/results
+mkdir -p "$out"
+e2e=(python3 benchmarks/run_e2e.py --bench "$build/benchmarks/bench_e2e")
+"${e2e[@]}" --configs tiny,small --threads 1,2 --measures train,fbt_k1,kpass2,kpass3,kpass3_g1,forward,sgemm \
+  --rounds 3 --reps 3 --warmup 1 --peer torch --out "$out/train"
+"${e2e[@]}" --configs tiny,small --threads 1 --measures decode_standard_128,decode_soft_128,decode_standard_1024,decode_soft_1024,prefill_fused1 \
+  --rounds 3 --reps 5 --warmup 1 --peer torch --no-check --out "$out/decode"
+"${e2e[@]}" --configs tiny,small --threads 1 --measures decode_standard_128,decode_soft_1024 \
+  --rounds 2 --reps 5 --warmup 1 --peer torch.compile --no-check --out "$out/decode_compile"
+"${e2e[@]}" --configs tiny,small --threads 1 --measures mix --rounds 1 --mix-reps 1 --warmup 1 --peer torch --no-check --out "$out/mix"
+"$build/benchmarks/bench_kernels" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true > "$out/kernels.txt"
+python3 benchmarks/performance_report.py "$out/train" "$out/decode" "$out/decode_compile" "$out/mix" > "$out/tables.md"
+echo "wrote $out/tables.md"

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""benchmarks/performance_report.py: docs/PERFORMANCE.md's tables from run_e2e.py results.
+
+    python3 benchmarks/performance_report.py RESULTS_DIR [RESULTS_DIR ...] > tables.md
+
+Reads each RESULTS_DIR/e2e.json (written by benchmarks/run_e2e.py) and prints, in markdown:
+  1. the side-by-side table (fbt vs the PyTorch peer, median [p25-p75], speedup median (range), peak RSS);
+  2. the issue-4 targets, each computed from the same runs: baseline train step >= 1.5x the peer, share of
+     the SGEMM ceiling (same run, same thread count), K-pass step vs K single-pass steps, grad_passes = 1 vs
+     (K-1) forwards + one step, soft vs standard decode, decode latency vs the peer, peak memory vs the peer.
+"""
+import json
+import sys
+
+
+def load(dirs):
+    rows, meta = {}, []
+    for d in dirs:
+        j = json.load(open(f"{d}/e2e.json"))
+        meta.append(j)
+        for r in j["results"]:
+            rows[(r["config"], r["threads"], r["measure"])] = r
+    return rows, meta
+
+
+def fmt_ms(x):
+    return f"{x:.4g}"
+
+
+def main():
+    rows, meta = load(sys.argv[1:])
+    peers = ["torch", "torch.compile"]
+    print("### Side by side\n")
+    print("| config | threads | measure | unit | fbt median [p25-p75] | peer | peer median [p25-p75] | speedup peer/fbt (range) | peak RSS MB fbt / peer |")
+    print("|---|---:|---|---|---:|---|---:|---:|---:|")
+    for (cfg, th, m), r in sorted(rows.items(), key=lambda kv: (kv[0][0] != "tiny", kv[0][1], kv[0][2])):
+        f = r["impls"]["fbt"]
+        for p in peers:
+            if p not in r["impls"]:
+                continue
+            q = r["impls"][p]
+            rng = q.get("speedup_rounds") or [q.get("speedup", float("nan"))]
+            print(f"| {cfg} | {th} | {m} | {r['unit']} | {fmt_ms(f['median_ms'])} [{fmt_ms(f['p25_ms'])}-{fmt_ms(f['p75_ms'])}] | {p} | "
+                  f"{fmt_ms(q['median_ms'])} [{fmt_ms(q['p25_ms'])}-{fmt_ms(q['p75_ms'])}] | **{q['speedup']:.2f}x** ({min(rng):.2f}-{max(rng):.2f}) | "
+                  f"{f['peak_rss_mb']:.0f} / {q['peak_rss_mb']:.0f} |")
+
+    def get(cfg, th, m, impl="fbt"):
+        r = rows.get((cfg, th, m))
+        return r["impls"].get(impl) if r else None
+
+    print("\n### Targets\n")
+    print("| target | config | threads | measured | met |")
+    print("|---|---|---:|---|---|")
+    for cfg in ["tiny", "small"]:
+        for th in [1, 2]:
+            t = get(cfg, th, "train", "torch")
+            if t:
+                print(f"| baseline train step >= 1.5x the peer's tokens/s | {cfg} | {th} | {t['speedup']:.2f}x (range {min(t['speedup_rounds']):.2f}-{max(t['speedup_rounds']):.2f}) | {'yes' if t['speedup'] >= 1.5 else 'NO'} |")
+            tc = get(cfg, th, "train", "torch.compile")
+            if tc:
+                print(f"| ... against torch.compile | {cfg} | {th} | {tc['speedup']:.2f}x | {'yes' if tc['speedup'] >= 1.5 else 'NO'} |")
+    for cfg in ["tiny", "small"]:
+        for th in [1, 2]:
+            s, tr = get(cfg, th, "sgemm"), get(cfg, th, "train")
+            if s and tr:
+                ceil = 2 * 1024**3 / (s["median_ms"] / 1e3) / 1e9
+                share = tr["gflops"] / ceil
+                goal = " (target >= 70%)" if (cfg, th) == ("small", 1) else ""
+                print(f"| train step GFLOP/s as a share of the SGEMM ceiling{goal} | {cfg} | {th} | {tr['gflops']:.1f} of {ceil:.0f} GFLOP/s = {100 * share:.1f}% | "
+                      f"{('yes' if share >= 0.7 else 'NO') if goal else '-'} |")
+    for cfg in ["tiny", "small"]:
+        for th in [1, 2]:
+            k1 = get(cfg, th, "fbt_k1")
+            for K in (2, 3):
+                kk = get(cfg, th, f"kpass{K}")
+                if k1 and kk:
+                    ratio = kk["median_ms"] / (K * k1["median_ms"])
+                    print(f"| K = {K} step within 5% of {K} single-pass steps (no detach) | {cfg} | {th} | {fmt_ms(kk['median_ms'])} ms vs {K} x {fmt_ms(k1['median_ms'])} ms: {ratio:.3f} | {'yes' if ratio <= 1.05 else 'NO'} |")
+            g1, fw = get(cfg, th, "kpass3_g1"), get(cfg, th, "forward")
+            if k1 and g1 and fw:
+                ratio = g1["median_ms"] / (2 * fw["median_ms"] + k1["median_ms"])
+                print(f"| K = 3, grad_passes = 1 within 10% of 2 forwards + one step | {cfg} | {th} | {fmt_ms(g1['median_ms'])} ms vs 2 x {fmt_ms(fw['median_ms'])} + {fmt_ms(k1['median_ms'])} ms: {ratio:.3f} | {'yes' if ratio <= 1.10 else 'NO'} |")
+    for cfg in ["tiny", "small"]:
+        for ctx in (128, 1024):
+            st, so = get(cfg, 1, f"decode_standard_{ctx}"), get(cfg, 1, f"decode_soft_{ctx}")
+            if st and so:
+                ov = so["median_ms"] / st["median_ms"] - 1
+                print(f"| soft decoding costs <= 2% more per token than standard | {cfg} | 1 | context {ctx}: {so['median_ms'] * 1e3:.1f} vs {st['median_ms'] * 1e3:.1f} us/token: {100 * ov:+.1f}% | {'yes' if ov <= 0.02 else 'NO'} |")
+            for mode in ("standard", "soft"):
+                for p in peers:
+                    q = get(cfg, 1, f"decode_{mode}_{ctx}", p)
+                    if q:
+                        lat = 1 / q["speedup"]
+                        print(f"| KV-cached decode latency <= 0.5x the peer's ({p}) | {cfg} | 1 | {mode}, context {ctx}: {lat:.2f}x | {'yes' if lat <= 0.5 else 'NO'} |")
+    worst = None
+    for (cfg, th, m), r in rows.items():
+        for p in peers:
+            if p in r["impls"] and m != "sgemm":
+                ratio = r["impls"]["fbt"]["peak_rss_mb"] / r["impls"][p]["peak_rss_mb"]
+                if worst is None or ratio > worst[0]:
+                    worst = (ratio, cfg, th, m, p)
+    if worst:
+        print(f"| peak memory <= the peer's for the same step (worst case over all measures) | {worst[1]} | {worst[2]} | {worst[3]}: fbt/{worst[4]} = {worst[0]:.2f} | {'yes' if worst[0] <= 1 else 'NO'} |")
+    for m in meta:
+        pc = m.get("peer_check")
+        pc = pc.get("summary", "") if isinstance(pc, dict) else (pc or "not run in this invocation")
+        print(f"\nRun: `{m['command']}` ({m['date']}); peer check: {pc}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,473 @@
+// tests/cuda/test_gpu.cu: the CUDA path against the CPU path, on a GPU (issue 5).
+//
+//   Kernels      each launcher of include/fbt/cuda/kernels.cuh and gemm.cuh against its CPU kernel
+//                (fbt/ops/) on fresh random inputs; outputs that a kernel writes are poisoned with NaN
+//                first (so an element left unwritten fails), outputs it accumulates into start from
+//                random values on both sides. Relative error max|gpu - cpu| / max|cpu|: fp32 < 1e-4,
+//                bf16 (and TF32) products < 1e-2; the jitter must be bit-identical.
+//   Step         the whole K-pass step (losses, diagnostics, every gradient) for every fuser and chain
+//                knob, against the CPU path in double from the same weights (< 1e-4); in bf16 mode the
+//                losses (< 1e-2). AdamW and clipping. The runtime-selected Trainer.
+//   Decoding     prefill/step logits and greedy tokens equal to the CPU Decoder's, in every mode.
+// Every test needing a device calls GTEST_SKIP when none is present (CI: nvcc but no GPU), so the
+// binary builds and passes there; the error-reporting tests run everywhere.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "engine_checks.hpp"
+#include "fbt/cuda/model.cuh"
+#include "fbt/ops/activations.hpp"
+#include "fbt/ops/attention.hpp"
+#include "fbt/ops/embedding.hpp"
+#include "fbt/ops/gemm.hpp"
+#include "fbt/ops/linear.hpp"
+#include "fbt/ops/rmsnorm.hpp"
+#include "fbt/ops/rope.hpp"
+#include "fbt/ops/shift.hpp"
+#include "fbt/ops/softmax_xent.hpp"
+
+namespace fc = fbt::cuda;
+using fbt_test::rel_err;
+
+namespace {
+
+constexpr double kFp32 = 1e-4, kBf16 = 1e-2;
+
+class Gpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fc::device_available()) GTEST_SKIP() << fc::no_device_reason() << " (the CUDA path is compiled; these checks need a GPU)";
+  }
+};
+
+std::vector<float> randn(std::size_t n, std::uint64_t seed, double sd = 1.0, double mean = 0.0) {
+  fbt::Rng r(seed);
+  std::vector<float> v(n);
+  for (auto& x : v) x = float(r.normal(mean, sd));
+  return v;
+}
+
+/// A device copy of a host vector (or n poisoned elements), read back with get().
+template <class T> struct Dev {
+  fc::DeviceBuffer<T> b;
+  explicit Dev(const std::vector<T>& h) : b(h.size()) { FBT_CUDA_CHECK(cudaMemcpy(b.data(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice)); }
+  explicit Dev(std::size_t n) : b(n) { FBT_CUDA_CHECK(cudaMemset(b.data(), 0xFF, n * sizeof(T))); }  // NaN for floats
+  T* p() { return b.data(); }
+  std::vector<T> get() {
+    FBT_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<T> h(b.size());
+    FBT_CUDA_CHECK(cudaMemcpy(h.data(), b.data(), h.size() * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+double err(const std::vector<float>& gpu, const std::vector<float>& cpu) { return rel_err(gpu.data(), cpu.data(), cpu.size()); }
+
+}  // namespace
+
+// ------------------------------------------------------------------------------- error reporting
+
+TEST(CudaCheck, FailingCudaCallThrowsNamingTheCallAndTheMessage) {
+  // runs with or without a device: without one the call fails for lack of a driver, with one for the
+  // device number (cudaErrorInvalidDevice: not a sticky error, the context stays usable)
+  try {
+    FBT_CUDA_CHECK(cudaSetDevice(9999));
+    FAIL() << "no exception";
+  } catch (const fbt::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("cudaSetDevice(9999)"), std::string::npos) << m;
+    EXPECT_NE(m.find("cudaError"), std::string::npos) << m;  // the CUDA error name, then its message
+    EXPECT_NE(m.find("test_gpu.cu"), std::string::npos) << m;
+  }
+  cudaGetLastError();
+}
+
+TEST(CudaCheck, FailingCublasCallThrowsNamingTheCallAndTheStatus) {
+  try {
+    FBT_CUBLAS_CHECK(cublasSgemm(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, nullptr, nullptr, 1, nullptr, 1, nullptr, nullptr, 1));
+    FAIL() << "no exception";
+  } catch (const fbt::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("cublasSgemm"), std::string::npos) << m;
+    EXPECT_NE(m.find("CUBLAS_STATUS_"), std::string::npos) << m;
+  }
+}
+
+TEST(CudaDevice, RuntimeSelectionFallsBackToTheCpuPath) {
+  fbt::Model<float> m(fbt_test::tiny_config("glu"), 1);
+  fc::Trainer tr(m);
+  EXPECT_EQ(tr.on_gpu(), fc::device_available()) << tr.device();
+  const auto tb = fbt_test::tiny_batch(2, 8, m.V, 3);
+  fbt::StepOptions o;
+  o.K = 2;
+  fbt::StepStats st;
+  tr.zero_grad();
+  tr.multipass_step(tb.batch(), o, st);
+  tr.adamw_update(fbt::AdamWConfig{}, 1e-3);
+  tr.sync_to_host();
+  EXPECT_EQ(m.params.step, 1);
+  EXPECT_TRUE(std::isfinite(st.objective));
+  fc::Trainer cpu(m, /*use_gpu=*/false);
+  EXPECT_FALSE(cpu.on_gpu());
+}
+
+// --------------------------------------------------------------------------------------- kernels
+
+TEST_F(Gpu, GemmFp32Tf32Bf16MatchCpu) {
+  const long M = 37, N = 70, K = 129;
+  for (int tA = 0; tA < 2; ++tA)
+    for (int tB = 0; tB < 2; ++tB)
+      for (int acc = 0; acc < 2; ++acc) {
+        // strided operands: a block of a wider matrix, as the fuser's halves are
+        const long lda = (tA ? M : K) + 3, ldb = (tB ? K : N) + 5, ldc = N + 2;
+        auto A = randn((tA ? K : M) * lda, 1), B = randn((tB ? N : K) * ldb, 2), C0 = randn(M * ldc, 3);
+        std::vector<float> ref = C0;
+        fbt::gemm(fbt::smat(ref.data(), M, N, ldc), fbt::csmat(A.data(), tA ? K : M, tA ? M : K, lda), tA,
+                  fbt::csmat(B.data(), tB ? N : K, tB ? K : N, ldb), tB, acc);
+        for (auto mode : {fc::GemmMode::fp32, fc::GemmMode::tf32, fc::GemmMode::bf16}) {
+          Dev<float> a(A), b(B), c(C0);
+          if (!acc) FBT_CUDA_CHECK(cudaMemset(c.p(), 0xFF, C0.size() * sizeof(float)));  // beta = 0 must not read C
+          fc::GemmEngine g(nullptr, mode);
+          g(c.p(), ldc, a.p(), lda, tA, b.p(), ldb, tB, M, N, K, acc);
+          auto out = c.get();
+          // compare the (M, N) block only (the padding columns are untouched)
+          std::vector<float> o2, r2;
+          for (long i = 0; i < M; ++i)
+            for (long j = 0; j < N; ++j) o2.push_back(out[i * ldc + j]), r2.push_back(ref[i * ldc + j]);
+          EXPECT_LT(err(o2, r2), mode == fc::GemmMode::fp32 ? kFp32 : kBf16) << fc::gemm_mode_name(mode) << " tA=" << tA << " tB=" << tB << " acc=" << acc;
+        }
+      }
+}
+
+TEST_F(Gpu, GemmBf16OperandsMatchCpu) {
+  const long M = 64, N = 48, K = 96;
+  auto A = randn(M * K, 4), B = randn(N * K, 5);
+  std::vector<float> ref(M * N);
+  fbt::gemm(fbt::smat(ref.data(), M, N), fbt::csmat(A.data(), M, K), false, fbt::csmat(B.data(), N, K), true, false);
+  std::vector<__nv_bfloat16> a16(A.size()), b16(B.size());
+  for (std::size_t i = 0; i < A.size(); ++i) a16[i] = __float2bfloat16(A[i]);
+  for (std::size_t i = 0; i < B.size(); ++i) b16[i] = __float2bfloat16(B[i]);
+  Dev<__nv_bfloat16> a(a16), b(b16);
+  Dev<float> c((std::size_t(M * N)));
+  fc::Blas blas;
+  fc::gemm_bf16(blas, c.p(), N, a.p(), K, false, b.p(), K, true, M, N, K, false);
+  EXPECT_LT(err(c.get(), ref), kBf16);
+}
+
+TEST_F(Gpu, RmsnormForwardBackwardMatchCpu) {
+  for (auto [R, C] : {std::pair<int, int>{37, 72}, {300, 16}, {5, 768}, {1, 4}}) {
+    auto x = randn(std::size_t(R) * C, 10, 1.5), w = randn(C, 11, 0.2, 1.0), dy = randn(std::size_t(R) * C, 12);
+    std::vector<float> out(x.size()), rstd(R);
+    fbt::rmsnorm_forward(fbt::smat(out.data(), R, C), fbt::vec(rstd.data(), R), fbt::csmat(x.data(), R, C), fbt::cvec(w.data(), C), 1e-6f);
+    Dev<float> dx(x), dw(w), dout(out.size()), drstd((std::size_t(R)));
+    fc::rmsnorm_forward(dout.p(), drstd.p(), dx.p(), dw.p(), R, C, 1e-6f, nullptr);
+    EXPECT_LT(err(dout.get(), out), kFp32) << R << "x" << C;
+    EXPECT_LT(err(drstd.get(), rstd), kFp32) << R << "x" << C;
+    // backward accumulates into random dinp, dw
+    auto din0 = randn(x.size(), 13), dw0 = randn(C, 14);
+    std::vector<float> din = din0, dwr = dw0;
+    fbt::rmsnorm_backward(fbt::smat(din.data(), R, C), fbt::vec(dwr.data(), C), fbt::csmat(dy.data(), R, C), fbt::csmat(x.data(), R, C),
+                          fbt::cvec(w.data(), C), fbt::cvec(rstd.data(), R));
+    Dev<float> gdin(din0), gdw(dw0), gdy(dy);
+    fc::rmsnorm_backward(gdin.p(), gdw.p(), gdy.p(), dx.p(), dw.p(), drstd.p(), R, C, nullptr);
+    EXPECT_LT(err(gdin.get(), din), kFp32) << R << "x" << C;
+    EXPECT_LT(err(gdw.get(), dwr), kFp32) << R << "x" << C;
+    // null dw: skipped
+    Dev<float> gdin2(din0);
+    fc::rmsnorm_backward(gdin2.p(), static_cast<float*>(nullptr), gdy.p(), dx.p(), dw.p(), drstd.p(), R, C, nullptr);
+    EXPECT_LT(err(gdin2.get(), din), kFp32);
+  }
+}
+
+TEST_F(Gpu, RopeForwardBackwardMatchCpu) {
+  const int R = 29, NH = 3, hs = 16, maxp = 64;
+  fbt::RopeTable<float> tab(maxp, hs, 10000.0);
+  auto x = randn(std::size_t(R) * NH * hs, 20), dy = randn(x.size(), 21), d0 = randn(x.size(), 22);
+  std::vector<int> pos(R);
+  for (int n = 0; n < R; ++n) pos[n] = (n * 7) % maxp;
+  std::vector<float> out(x.size()), din = d0;
+  fbt::rope_forward(fbt::smat(out.data(), R, NH * hs), fbt::csmat(x.data(), R, NH * hs), pos.data(), tab, NH);
+  fbt::rope_backward(fbt::smat(din.data(), R, NH * hs), fbt::csmat(dy.data(), R, NH * hs), pos.data(), tab, NH);
+  Dev<float> c(tab.cos_), s(tab.sin_), gx(x), go(x.size()), gdy(dy), gd(d0);
+  Dev<int> gp(pos);
+  fc::rope_forward(go.p(), gx.p(), gp.p(), c.p(), s.p(), R, NH, hs, nullptr);
+  EXPECT_LT(err(go.get(), out), kFp32);
+  fc::rope_forward(gx.p(), gx.p(), gp.p(), c.p(), s.p(), R, NH, hs, nullptr);  // in place
+  EXPECT_LT(err(gx.get(), out), kFp32);
+  fc::rope_backward(gd.p(), gdy.p(), gp.p(), c.p(), s.p(), R, NH, hs, nullptr);
+  EXPECT_LT(err(gd.get(), din), kFp32);
+}
+
+TEST_F(Gpu, AttentionForwardBackwardMatchCpu) {
+  struct Case {
+    int B, T, NH, NKV, hs;
+    bool docs;
+  };
+  for (const Case& c : {Case{2, 45, 4, 2, 16, true}, Case{1, 100, 2, 1, 64, true}, Case{3, 1, 2, 2, 8, false}, Case{1, 70, 2, 2, 128, true},
+                        Case{2, 33, 6, 3, 80, false}, Case{1, 64, 2, 1, 32, true}}) {
+    SCOPED_TRACE("B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) + " NH=" + std::to_string(c.NH) + " NKV=" + std::to_string(c.NKV) +
+                 " hs=" + std::to_string(c.hs));
+    const int N = c.B * c.T, QD = c.NH * c.hs, KD = c.NKV * c.hs;
+    auto q = randn(std::size_t(N) * QD, 30), k = randn(std::size_t(N) * KD, 31), v = randn(std::size_t(N) * KD, 32);
+    auto dout = randn(std::size_t(N) * QD, 33);
+    std::vector<int> first(N);
+    fbt::Rng rng(34);
+    for (int b = 0; b < c.B; ++b) {
+      int start = 0;
+      for (int t = 0; t < c.T; ++t) {
+        if (c.docs && t > 0 && rng.below(9) == 0) start = t;
+        first[std::size_t(b) * c.T + t] = start;
+      }
+    }
+    const fbt::AttnShape sh{c.B, c.T, c.NH, c.NKV, c.hs};
+    std::vector<float> out(std::size_t(N) * QD), att(std::size_t(c.B) * c.NH * c.T * c.T), scratch(std::size_t(c.T) * c.T);
+    fbt::attention_forward(fbt::smat(out.data(), N, QD), att.data(), fbt::csmat(q.data(), N, QD), fbt::csmat(k.data(), N, KD),
+                           fbt::csmat(v.data(), N, KD), first.data(), sh);
+    // reference logsumexp of the scaled scores, in double
+    std::vector<float> lse(std::size_t(c.B) * c.NH * c.T);
+    const double scale = 1.0 / std::sqrt(double(c.hs));
+    for (int b = 0; b < c.B; ++b)
+      for (int h = 0; h < c.NH; ++h)
+        for (int i = 0; i < c.T; ++i) {
+          const int kh = h / (c.NH / c.NKV);
+          double mx = -INFINITY;
+          std::vector<double> s;
+          for (int j = first[std::size_t(b) * c.T + i]; j <= i; ++j) {
+            double a = 0;
+            for (int d = 0; d < c.hs; ++d) a += double(q[(std::size_t(b) * c.T + i) * QD + h * c.hs + d]) * k[(std::size_t(b) * c.T + j) * KD + kh * c.hs + d];
+            s.push_back(a * scale), mx = std::max(mx, a * scale);
+          }
+          double sum = 0;
+          for (double x : s) sum += std::exp(x - mx);
+          lse[(std::size_t(b) * c.NH + h) * c.T + i] = float(mx + std::log(sum));
+        }
+    Dev<float> gq(q), gk(k), gv(v), go(out.size()), gl(lse.size()), gdo(dout);
+    Dev<int> gf(first);
+    fc::attention_forward(go.p(), gl.p(), gq.p(), gk.p(), gv.p(), gf.p(), c.B, c.T, c.NH, c.NKV, c.hs, nullptr);
+    EXPECT_LT(err(go.get(), out), kFp32);
+    EXPECT_LT(err(gl.get(), lse), kFp32);
+    // backward accumulates into random dq, dk, dv
+    auto dq0 = randn(q.size(), 35), dk0 = randn(k.size(), 36), dv0 = randn(v.size(), 37);
+    std::vector<float> dq = dq0, dk = dk0, dv = dv0;
+    fbt::attention_backward(fbt::smat(dq.data(), N, QD), fbt::smat(dk.data(), N, KD), fbt::smat(dv.data(), N, KD), scratch.data(),
+                            fbt::csmat(dout.data(), N, QD), att.data(), fbt::csmat(q.data(), N, QD), fbt::csmat(k.data(), N, KD),
+                            fbt::csmat(v.data(), N, KD), first.data(), sh);
+    Dev<float> gdq(dq0), gdk(dk0), gdv(dv0), gD(std::size_t(N) * c.NH);
+    fc::attention_backward(gdq.p(), gdk.p(), gdv.p(), gD.p(), gdo.p(), go.p(), gl.p(), gq.p(), gk.p(), gv.p(), gf.p(), c.B, c.T, c.NH, c.NKV, c.hs,
+                           nullptr);
+    EXPECT_LT(err(gdq.get(), dq), kFp32);
+    EXPECT_LT(err(gdk.get(), dk), kFp32);
+    EXPECT_LT(err(gdv.get(), dv), kFp32);
+  }
+}
+
+TEST_F(Gpu, AttentionDecodeMatchesCpu) {
+  const int L = 2, NH = 4, NKV = 2, hs = 32, KD = NKV * hs, QD = NH * hs;
+  const std::vector<int> caps{40, 17}, lens{33, 1};
+  std::vector<fc::DeviceBuffer<float>> kc, vc;
+  std::vector<std::vector<float>> hk, hv;
+  for (int r = 0; r < 2; ++r) {
+    hk.push_back(randn(std::size_t(L) * caps[r] * KD, 40 + r)), hv.push_back(randn(std::size_t(L) * caps[r] * KD, 50 + r));
+    kc.emplace_back(hk[r].size()), vc.emplace_back(hv[r].size());
+    FBT_CUDA_CHECK(cudaMemcpy(kc[r].data(), hk[r].data(), hk[r].size() * 4, cudaMemcpyHostToDevice));
+    FBT_CUDA_CHECK(cudaMemcpy(vc[r].data(), hv[r].data(), hv[r].size() * 4, cudaMemcpyHostToDevice));
+  }
+  auto q = randn(std::size_t(2) * QD, 60);
+  const int layer = 1;
+  std::vector<float> ref(std::size_t(2) * QD), scores(64);
+  for (int r = 0; r < 2; ++r)
+    fbt::attention_decode(ref.data() + r * QD, scores.data(), q.data() + r * QD, hk[r].data() + std::size_t(layer) * caps[r] * KD,
+                          hv[r].data() + std::size_t(layer) * caps[r] * KD, lens[r], NH, NKV, hs);
+  Dev<float*> pk(std::vector<float*>{kc[0].data(), kc[1].data()}), pv(std::vector<float*>{vc[0].data(), vc[1].data()});
+  Dev<int> l1(lens), cp(caps);
+  Dev<float> gq(q), go(ref.size());
+  fc::attention_decode(go.p(), gq.p(), pk.p(), pv.p(), l1.p(), cp.p(), 33, layer, 2, NH, NKV, hs, nullptr);
+  EXPECT_LT(err(go.get(), ref), kFp32);
+}
+
+TEST_F(Gpu, ElementwiseKernelsMatchCpu) {
+  const int R = 19, C = 77;
+  const std::size_t n = std::size_t(R) * C;
+  auto g = randn(n, 70, 2.0), u = randn(n, 71), dh = randn(n, 72), a0 = randn(n, 73), b0 = randn(n, 74);
+  // swiglu
+  std::vector<float> h(n), dg = a0, du = b0;
+  fbt::swiglu_forward(fbt::smat(h.data(), R, C), fbt::csmat(g.data(), R, C), fbt::csmat(u.data(), R, C));
+  fbt::swiglu_backward(fbt::smat(dg.data(), R, C), fbt::smat(du.data(), R, C), fbt::csmat(dh.data(), R, C), fbt::csmat(g.data(), R, C),
+                       fbt::csmat(u.data(), R, C));
+  Dev<float> G(g), U(u), DH(dh), H(n), DG(a0), DU(b0);
+  fc::swiglu_forward(H.p(), G.p(), U.p(), n, nullptr);
+  fc::swiglu_backward(DG.p(), DU.p(), DH.p(), G.p(), U.p(), n, nullptr);
+  EXPECT_LT(err(H.get(), h), kFp32);
+  EXPECT_LT(err(DG.get(), dg), kFp32);
+  EXPECT_LT(err(DU.get(), du), kFp32);
+  // sigmoid gate (and a null da)
+  std::vector<float> y(n), da = a0, dz = b0, dz2 = b0;
+  fbt::sigmoid_gate_forward(fbt::smat(y.data(), R, C), fbt::csmat(u.data(), R, C), fbt::csmat(g.data(), R, C));
+  fbt::sigmoid_gate_backward(fbt::smat(da.data(), R, C), fbt::smat(dz.data(), R, C), fbt::csmat(dh.data(), R, C), fbt::csmat(u.data(), R, C),
+                             fbt::csmat(g.data(), R, C));
+  Dev<float> Y(n), DA(a0), DZ(b0), DZ2(b0);
+  fc::sigmoid_gate_forward(Y.p(), U.p(), G.p(), n, nullptr);
+  fc::sigmoid_gate_backward(DA.p(), DZ.p(), DH.p(), U.p(), G.p(), n, nullptr);
+  fc::sigmoid_gate_backward(static_cast<float*>(nullptr), DZ2.p(), DH.p(), U.p(), G.p(), n, nullptr);
+  EXPECT_LT(err(Y.get(), y), kFp32);
+  EXPECT_LT(err(DA.get(), da), kFp32);
+  EXPECT_LT(err(DZ.get(), dz), kFp32);
+  EXPECT_LT(err(DZ2.get(), dz), kFp32);
+  // shift_right (B 3 x T 5 of C 7)
+  const int B = 3, T = 5, C7 = 7;
+  auto s_in = randn(std::size_t(B) * T * C7, 75), s_d0 = randn(s_in.size(), 76);
+  std::vector<float> s_out(s_in.size()), s_d = s_d0;
+  fbt::shift_right_forward(fbt::smat(s_out.data(), B * T, C7), fbt::csmat(s_in.data(), B * T, C7), B, T);
+  fbt::shift_right_backward(fbt::smat(s_d.data(), B * T, C7), fbt::csmat(s_in.data(), B * T, C7), B, T);
+  Dev<float> SI(s_in), SO(s_in.size()), SD(s_d0);
+  fc::shift_right_forward(SO.p(), SI.p(), B, T, C7, nullptr);
+  fc::shift_right_backward(SD.p(), SI.p(), B, T, C7, nullptr);
+  EXPECT_LT(err(SO.get(), s_out), kFp32);
+  EXPECT_LT(err(SD.get(), s_d), kFp32);
+  // bias
+  auto bias = randn(C, 77);
+  std::vector<float> bo = a0, db = randn(C, 78), db0 = db;
+  fbt::bias_forward(fbt::smat(bo.data(), R, C), fbt::cvec(bias.data(), C));
+  fbt::bias_backward(fbt::vec(db.data(), C), fbt::csmat(dh.data(), R, C));
+  Dev<float> BO(a0), BI(bias), DB(db0);
+  fc::bias_forward(BO.p(), BI.p(), R, C, nullptr);
+  fc::bias_backward(DB.p(), DH.p(), R, C, nullptr);
+  EXPECT_LT(err(BO.get(), bo), kFp32);
+  EXPECT_LT(err(DB.get(), db), kFp32);
+}
+
+TEST_F(Gpu, EmbeddingAndSoftmaxXentMatchCpu) {
+  const int N = 53, V = 257, C = 24;
+  fbt::Rng rng(80);
+  std::vector<int> tok(N), tgt(N);
+  for (int n = 0; n < N; ++n) tok[n] = int(rng.below(9)), tgt[n] = n % 11 == 0 ? -1 : int(rng.below(V));  // repeated tokens
+  auto E = randn(std::size_t(V) * C, 81), dout = randn(std::size_t(N) * C, 82), dE0 = randn(E.size(), 83);
+  std::vector<float> emb(std::size_t(N) * C), dE = dE0;
+  fbt::embedding_forward(fbt::smat(emb.data(), N, C), tok.data(), fbt::csmat(E.data(), V, C));
+  fbt::embedding_backward(fbt::smat(dE.data(), V, C), fbt::csmat(dout.data(), N, C), tok.data());
+  Dev<int> T(tok), Y(tgt);
+  Dev<float> GE(E), GO(emb.size()), GD(dout), GdE(dE0);
+  fc::embedding_forward(GO.p(), T.p(), GE.p(), N, C, nullptr);
+  fc::embedding_backward(GdE.p(), GD.p(), T.p(), N, C, nullptr);
+  EXPECT_LT(err(GO.get(), emb), kFp32);
+  EXPECT_LT(err(GdE.get(), dE), kFp32);
+  for (double z : {0.0, 1e-3}) {
+    auto logits = randn(std::size_t(N) * V, 84, 3.0);
+    std::vector<float> probs = logits, losses(N), lse(N);
+    fbt::softmax_xent_forward(fbt::mat(probs.data(), N, V), fbt::vec(losses.data(), N), fbt::vec(lse.data(), N), tgt.data(), z);
+    Dev<float> L(logits), GL((std::size_t(N))), GS((std::size_t(N)));
+    fc::softmax_xent_forward(L.p(), GL.p(), GS.p(), Y.p(), N, V, z, nullptr);
+    EXPECT_LT(err(L.get(), probs), kFp32) << "z=" << z;
+    EXPECT_LT(err(GL.get(), losses), kFp32) << "z=" << z;
+    EXPECT_LT(err(GS.get(), lse), kFp32) << "z=" << z;
+    fbt::softmax_xent_backward(fbt::mat(probs.data(), N, V), fbt::cvec(lse.data(), N), tgt.data(), 0.37, z);
+    fc::softmax_xent_backward(L.p(), GS.p(), Y.p(), N, V, 0.37, z, nullptr);
+    EXPECT_LT(err(L.get(), probs), kFp32) << "z=" << z;
+  }
+}
+
+TEST_F(Gpu, AdamWTensorMatchesCpu) {
+  fbt::ParamStore<float> ps;
+  ps.add("w", {33, 17}, fbt::Init::Normal, 0.5);
+  ps.add("g", {17}, fbt::Init::Ones);
+  ps.finalize();
+  ps.init(90);
+  auto grads = randn(ps.size(), 91, 1e-2);
+  std::copy(grads.begin(), grads.end(), ps.grads());
+  Dev<float> P(std::vector<float>(ps.values(), ps.values() + ps.size())), G(grads), M(std::vector<float>(ps.size(), 0.f)),
+      Vv(std::vector<float>(ps.size(), 0.f));
+  fbt::AdamWConfig cfg;
+  for (int t = 1; t <= 3; ++t) {
+    fbt::adamw_update(ps, cfg, 1e-2);
+    const double bc1 = 1.0 - std::pow(cfg.beta1, t), bc2 = 1.0 - std::pow(cfg.beta2, t);
+    const fc::AdamWRates r{float(cfg.beta1), float(cfg.beta2), float(1 - cfg.beta1), float(1 - cfg.beta2), float(1 / bc1), float(1 / bc2),
+                           float(cfg.eps), 1e-2f};
+    for (const auto& s : ps.specs())
+      fc::adamw_update_tensor(P.p() + s.offset, G.p() + s.offset, M.p() + s.offset, Vv.p() + s.offset, s.size, r,
+                              float(s.decay ? cfg.weight_decay : 0.0), nullptr);
+  }
+  EXPECT_LT(err(P.get(), std::vector<float>(ps.values(), ps.values() + ps.size())), kFp32);
+  EXPECT_LT(err(M.get(), std::vector<float>(ps.adam_m(), ps.adam_m() + ps.size())), kFp32);
+  EXPECT_LT(err(Vv.get(), std::vector<float>(ps.adam_v(), ps.adam_v() + ps.size())), kFp32);
+}
+
+TEST_F(Gpu, JitterIsBitIdenticalToTheCpuDraws) {
+  const int B = 3, rowlen = 1000, off = 5;
+  const std::uint64_t seed = 0x1234567890ABCDEFull;
+  auto src = randn(std::size_t(B) * rowlen, 95);
+  std::vector<float> ref(src.size());
+  for (int r = 0; r < B; ++r) {
+    fbt::SplitMix64 rr(seed ^ (0xD1B54A32D192ED03ull * std::uint64_t(off + r + 1)));
+    for (int i = 0; i < rowlen; ++i) ref[std::size_t(r) * rowlen + i] = src[std::size_t(r) * rowlen + i] + float(rr.uniform(-0.02, 0.02));
+  }
+  Dev<float> S(src), O(src.size());
+  fc::jitter_add(O.p(), S.p(), seed, off, B, rowlen, 0.02, nullptr);
+  const auto out = O.get();
+  for (std::size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], ref[i]) << "element " << i;
+}
+
+// ------------------------------------------------------------------------------ the whole step
+
+TEST_F(Gpu, KPassStepMatchesCpuPath) {
+  for (bool big : {false, true})
+    for (const auto& cs : fbt_test::step_cases(big)) {
+      SCOPED_TRACE(fbt_test::describe(cs.first, cs.second));
+      const auto w = fbt_test::compare_step<fc::CudaBackend>(cs.first, cs.second);
+      EXPECT_LT(w.err, kFp32) << w.str();
+    }
+  // a wider shape: hs 64, several 32-row tiles, GQA, documents
+  fbt::ModelConfig c = fbt_test::tiny_config("glu");
+  c.hidden_size = 128, c.num_attention_heads = 2, c.num_key_value_heads = 1, c.intermediate_size = 256, c.vocab_size = 257, c.num_hidden_layers = 3;
+  c.max_position_embeddings = 256;
+  fbt_test::StepCase s;
+  s.B = 2, s.T = 150, s.sigma = 0.02;
+  const auto w = fbt_test::compare_step<fc::CudaBackend>(c, s);
+  EXPECT_LT(w.err, kFp32) << fbt_test::describe(c, s) << ": " << w.str();
+}
+
+TEST_F(Gpu, KPassStepInBf16KeepsTheLossesWithinOnePercent) {
+  for (const auto& cs : fbt_test::step_cases(true)) {
+    const auto w = fbt_test::compare_step<fc::CudaBackend>(cs.first, cs.second, fc::GemmMode::bf16);
+    EXPECT_LT(w.loss_err, kBf16) << fbt_test::describe(cs.first, cs.second);
+    RecordProperty("bf16_grad_err_" + cs.first.fuser, std::to_string(w.err));  // informative: bf16 operands in every product
+  }
+}
+
+TEST_F(Gpu, AdamWAndClipMatchCpuPath) {
+  for (const char* f : {"glu", "gated_add", "concat"}) {
+    const auto w = fbt_test::compare_adamw<fc::CudaBackend>(fbt_test::tiny_config(f), 5);
+    EXPECT_LT(w.err, kFp32) << f << ": " << w.str();
+  }
+}
+
+TEST_F(Gpu, DecodingMatchesCpuDecoderInEveryMode) {
+  for (const char* f : {"glu", "gated_add", "concat"})
+    for (const char* mode : {"standard", "soft", "fused(1)", "fused(2)"}) {
+      auto c = fbt_test::tiny_config(f);
+      c.hidden_size = 32, c.intermediate_size = 48, c.vocab_size = 29;
+      const auto w = fbt_test::compare_decode<fc::CudaBackend>(c, mode, 3, nullptr);
+      EXPECT_LT(w.err, kFp32) << f << " " << mode << ": " << w.str();
+    }
+  auto c = fbt_test::tiny_config("none");
+  c.vocab_size = 13;
+  const auto w = fbt_test::compare_decode<fc::CudaBackend>(c, "standard", 4, nullptr);
+  EXPECT_LT(w.err, kFp32) << "baseline: " << w.str();
+}
+
+TEST_F(Gpu, GeneratorGreedyTokensEqualTheCpuDecoder) {
+  fbt::ModelConfig c = fbt_test::tiny_config("glu");
+  c.vocab_size = 31;
+  fbt::Model<float> m(c, 9);
+  fbt_test::randomize_scaled(m, 10);
+  std::vector<fbt::Request> reqs(2);
+  reqs[0].prompt = {1, 2, 3, 4}, reqs[1].prompt = {5, 6};
+  reqs[0].opts.mode = fbt::DecodeModeSpec::parse("soft"), reqs[1].opts.mode = fbt::DecodeModeSpec::parse("fused(2)");
+  reqs[0].opts.max_new_tokens = reqs[1].opts.max_new_tokens = 12;
+  fc::Generator gpu(m, 30);
+  ASSERT_TRUE(gpu.on_gpu());
+  fbt::Decoder<float> cpu(m, 30);
+  EXPECT_EQ(gpu.generate_batch(reqs), fbt::generate_batch(cpu, reqs));
+}
