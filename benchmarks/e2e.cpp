@@ -13,7 +13,8 @@
 // sigma 0.02, uniform prefix), kpass3_g1 (grad_passes 1), mix (33 steps: 25 x K=1, 7 x K=2, 1 x K=3, in a
 // fixed shuffled order; time per step), forward (K = 1, no backward), decode_{standard,soft}_{128,1024}
 // (ms/token of 64 steps after a prefill of that many tokens), prefill_fused1 (fused(1) prefill of 128
-// tokens), sgemm (1024^3 float product through fbt::gemm, 1 thread: the ceiling).
+// tokens), sgemm (1024^3 float product through fbt::gemm, 1 thread: the ceiling), soft_overhead_{128,1024}
+// (standard and soft steps in turn in one process: medians of each and the soft step's overhead).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -167,7 +168,7 @@ int main(int argc, char** argv) try {
       std::printf("bench_e2e --config tiny|small --threads N --measure M [--reps R] [--warmup W] [--batch B] [--seq T]\n"
                   "bench_e2e --save-init DIR [--config C] | --dump-check DIR\n"
                   "measures: train fbt_k1 kpass2 kpass3 kpass3_g1 mix forward decode_standard_128 decode_soft_128\n"
-                  "          decode_standard_1024 decode_soft_1024 prefill_fused1 sgemm\n");
+                  "          decode_standard_1024 decode_soft_1024 prefill_fused1 sgemm soft_overhead_128 soft_overhead_1024\n");
       return 0;
     }
   const std::string cfg = arg(argc, argv, "--config", "tiny");
@@ -194,6 +195,44 @@ int main(int argc, char** argv) try {
     for (auto& x : Bm) x = float(r.normal());
     t = time_it(warmup, reps, [&] { gemm(smat(C.data(), n, n), csmat(A.data(), n, n), false, csmat(Bm.data(), n, n), false, false); });
     tokens_per_rep = 1, flops_per_token = 2.0 * n * n * n;
+  } else if (measure.rfind("soft_overhead_", 0) == 0) {
+    // standard and soft decoding of the same model, step by step in turn in one process, so both see the
+    // same memory layout and machine state: the per-token overhead of soft decoding (spec 4)
+    ModelConfig mc = b.model;
+    mc.fuser = "glu";
+    Model<float> m(mc, 1);
+    Decoder<float> dec(m, 256);
+    const int ctx = std::stoi(measure.substr(measure.rfind('_') + 1)), steps = 64;
+    std::vector<int> prompt(ctx);
+    for (int i = 0; i < ctx; ++i) prompt[i] = int(r.below(256));
+    std::vector<float> ls(mc.vocab_size), lf(mc.vocab_size);
+    Timing st, so;
+    for (int rep = 0; rep < warmup + reps; ++rep) {
+      Sequence<float> a = dec.new_sequence(ctx + steps, DecodeModeSpec{}), c = dec.new_sequence(ctx + steps, DecodeModeSpec::parse("soft"));
+      dec.prefill(a, prompt.data(), ctx, ls.data());
+      dec.prefill(c, prompt.data(), ctx, lf.data());
+      Sequence<float>*pa = &a, *pc = &c;
+      for (int i = 0; i < steps; ++i) {
+        int ta = argmax_token(ls.data(), mc.vocab_size), tc = argmax_token(lf.data(), mc.vocab_size);
+        if (ta == 256) ta = 32;
+        if (tc == 256) tc = 32;
+        const auto t0 = std::chrono::steady_clock::now();
+        dec.step(&pa, 1, &ta, ls.data());
+        const auto t1 = std::chrono::steady_clock::now();
+        dec.step(&pc, 1, &tc, lf.data());
+        const auto t2 = std::chrono::steady_clock::now();
+        if (rep >= warmup) {
+          st.ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+          so.ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+        }
+      }
+    }
+    std::printf("{\"impl\": \"fbt\", \"config\": \"%s\", \"threads\": 1, \"measure\": \"%s\", \"steps\": %zu, \"standard_median_ms\": %.6g, "
+                "\"standard_p25_ms\": %.6g, \"standard_p75_ms\": %.6g, \"soft_median_ms\": %.6g, \"soft_p25_ms\": %.6g, \"soft_p75_ms\": %.6g, "
+                "\"overhead\": %.6g, \"peak_rss_mb\": %.1f}\n",
+                cfg.c_str(), measure.c_str(), st.ms.size(), st.q(0.5), st.q(0.25), st.q(0.75), so.q(0.5), so.q(0.25), so.q(0.75),
+                so.q(0.5) / st.q(0.5) - 1.0, peak_rss_mb());
+    return 0;
   } else if (measure.rfind("decode_", 0) == 0 || measure == "prefill_fused1") {
     ModelConfig mc = b.model;
     mc.fuser = "glu";

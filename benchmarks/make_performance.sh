@@ -13,11 +13,14 @@ mkdir -p "$out"
 e2e=(python3 benchmarks/run_e2e.py --bench "$build/benchmarks/bench_e2e")
 "${e2e[@]}" --configs tiny,small --threads 1,2 --measures train,fbt_k1,kpass2,kpass3,kpass3_g1,forward,sgemm \
   --rounds 3 --reps 3 --warmup 1 --peer torch --out "$out/train"
+for i in 1 2 3 4 5; do for c in tiny small; do for x in 128 1024; do
+  "$build/benchmarks/bench_e2e" --config $c --measure soft_overhead_$x --reps 5 --warmup 1
+done; done; done > "$out/soft_overhead.jsonl"
 "${e2e[@]}" --configs tiny,small --threads 1 --measures decode_standard_128,decode_soft_128,decode_standard_1024,decode_soft_1024,prefill_fused1 \
   --rounds 3 --reps 5 --warmup 1 --peer torch --no-check --out "$out/decode"
 "${e2e[@]}" --configs tiny,small --threads 1 --measures decode_standard_128,decode_soft_1024 \
   --rounds 2 --reps 5 --warmup 1 --peer torch.compile --no-check --out "$out/decode_compile"
 "${e2e[@]}" --configs tiny,small --threads 1 --measures mix --rounds 1 --mix-reps 1 --warmup 1 --peer torch --no-check --out "$out/mix"
 "$build/benchmarks/bench_kernels" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true > "$out/kernels.txt"
-python3 benchmarks/performance_report.py "$out/train" "$out/decode" "$out/decode_compile" "$out/mix" > "$out/tables.md"
+python3 benchmarks/performance_report.py "$out/train" "$out/decode" "$out/decode_compile" "$out/mix" --soft "$out/soft_overhead.jsonl" > "$out/tables.md"
 echo "wrote $out/tables.md"
