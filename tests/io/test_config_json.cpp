@@ -19,37 +19,13 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+#include "common/io_test.hpp"
+
+using fbt_test::read_bytes;
+
 namespace {
 
-// EXPECT that `stmt` throws fbt::Error whose message contains every string in `parts`.
-#define EXPECT_FBT_ERROR(stmt, ...)                                                   \
-  do {                                                                                \
-    try {                                                                             \
-      stmt;                                                                           \
-      ADD_FAILURE() << #stmt " did not throw";                                        \
-    } catch (const fbt::Error& e) {                                                   \
-      for (const std::string& part : std::initializer_list<std::string>{__VA_ARGS__}) \
-        EXPECT_NE(std::string(e.what()).find(part), std::string::npos)                \
-            << "message \"" << e.what() << "\" lacks \"" << part << "\"";             \
-    } catch (const std::exception& e) {                                               \
-      ADD_FAILURE() << #stmt " threw a non-fbt exception: " << e.what();              \
-    }                                                                                 \
-  } while (0)
-
-// A fresh directory per test, removed afterwards.
-class ConfigJson : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    for (char& c : name) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-    dir_ = fs::path(::testing::TempDir()) / ("fbt_cfgjson_" + std::to_string(::getpid()) + "_" + name);
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
-};
+class ConfigJson : public fbt_test::TempDirTest {};
 
 void write_text(const std::string& p, const std::string& s) {
   std::ofstream out(p, std::ios::binary);

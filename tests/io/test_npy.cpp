@@ -22,29 +22,13 @@
 
 namespace fs = std::filesystem;
 
+#include "common/io_test.hpp"
+
+using fbt_test::read_bytes;
+
 namespace {
 
-// A fresh directory per test, removed afterwards.
-class Npy : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name = std::string(info->test_suite_name()) + "_" + info->name();  // "NpyRoundTrip/0_..."
-    for (char& c : name) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-    dir_ = fs::path(::testing::TempDir()) / ("fbt_npy_" + std::to_string(::getpid()) + "_" + name);
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  fs::path dir_;
-};
-
-std::string read_bytes(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+class Npy : public fbt_test::TempDirTest {};
 
 // Writes a v1.0 .npy file with the given dict text and raw data, padded like numpy (total % 64 == 0).
 void write_raw_npy(const std::string& p, std::string dict, const void* data, std::size_t nbytes) {
@@ -56,21 +40,6 @@ void write_raw_npy(const std::string& p, std::string dict, const void* data, std
   out << dict;
   out.write(static_cast<const char*>(data), std::streamsize(nbytes));
 }
-
-// EXPECT that `stmt` throws fbt::Error whose message contains every string in `parts`.
-#define EXPECT_FBT_ERROR(stmt, ...)                                                   \
-  do {                                                                                \
-    try {                                                                             \
-      stmt;                                                                           \
-      ADD_FAILURE() << #stmt " did not throw";                                        \
-    } catch (const fbt::Error& e) {                                                   \
-      for (const std::string& part : std::initializer_list<std::string>{__VA_ARGS__}) \
-        EXPECT_NE(std::string(e.what()).find(part), std::string::npos)                \
-            << "message \"" << e.what() << "\" lacks \"" << part << "\"";             \
-    } catch (const std::exception& e) {                                               \
-      ADD_FAILURE() << #stmt " threw a non-fbt exception: " << e.what();              \
-    }                                                                                 \
-  } while (0)
 
 template <class T> class NpyRoundTrip : public Npy {};
 using Scalars = ::testing::Types<float, double>;

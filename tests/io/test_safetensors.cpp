@@ -26,41 +26,14 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+#include "common/io_test.hpp"
+
+using fbt_test::read_bytes;
+
 namespace {
 
-#define EXPECT_FBT_ERROR(stmt, ...)                                                   \
-  do {                                                                                \
-    try {                                                                             \
-      stmt;                                                                           \
-      ADD_FAILURE() << #stmt " did not throw";                                        \
-    } catch (const fbt::Error& e) {                                                   \
-      for (const std::string& part : std::initializer_list<std::string>{__VA_ARGS__}) \
-        EXPECT_NE(std::string(e.what()).find(part), std::string::npos)                \
-            << "message \"" << e.what() << "\" lacks \"" << part << "\"";             \
-    } catch (const std::exception& e) {                                               \
-      ADD_FAILURE() << #stmt " threw a non-fbt exception: " << e.what();              \
-    }                                                                                 \
-  } while (0)
+class Safetensors : public fbt_test::TempDirTest {};
 
-// A fresh directory per test, removed afterwards.
-class Safetensors : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    for (char& c : name) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-    dir_ = fs::path(::testing::TempDir()) / ("fbt_st_" + std::to_string(::getpid()) + "_" + name);
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
-};
-
-std::string read_bytes(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 void write_bytes(const std::string& p, const std::string& b) {
   std::ofstream out(p, std::ios::binary);
   out.write(b.data(), std::streamsize(b.size()));
