@@ -4,6 +4,8 @@
 //   fbt eval   --checkpoint CKPT [--data task:NAME|FILE] [--seq_len T] [--windows N] [--seq_windows N] [--monitor K]
 //   fbt sample --checkpoint CKPT --prompt TEXT [--mode standard|soft|fused(k)] [--max_new_tokens N] [--temperature X] ...
 //   fbt demo   [--task NAME] [--steps N] [--out_dir DIR]
+//   fbt ablate [--grid FILE.json] [--vary FIELD=v1|v2 ...] [--seeds 1,2] [--tokens N] [--jobs N] [--FIELD VALUE ...]
+//   fbt logits --checkpoint CKPT (--text TEXT | --text_file FILE) [--passes K] --out FILE.npy
 // Every error is one line on stderr naming the file, field or value at fault, and exit status 1.
 #include <atomic>
 #include <cstdio>
@@ -13,6 +15,8 @@
 
 #include <unistd.h>
 
+#include "fbt/io/npy.hpp"
+#include "fbt/run/ablate.hpp"
 #include "fbt/run/task_eval.hpp"
 #include "fbt/run/trainer.hpp"
 
@@ -72,7 +76,9 @@ const char* kUsage =
     "  train    train a model on a built-in task or a text file (the paper's K-pass schedule)\n"
     "  eval     per-pass and sequential validation losses and the contraction monitor of a checkpoint\n"
     "  sample   generate text from a checkpoint in a decoding mode (standard, soft, fused(k))\n"
-    "  demo     train a baseline and a full-bandwidth model on the same tokens and compare them\n\n"
+    "  demo     train a baseline and a full-bandwidth model on the same tokens and compare them\n"
+    "  ablate   a grid of training runs (depth, schedule, fuser, detach, prefix, noise ...), resumable, with a summary CSV\n"
+    "  logits   per-pass logits of a checkpoint on a text, as .npy (for cross-checks with other implementations)\n\n"
     "fbt <command> --help lists the command's options.\n";
 
 // ------------------------------------------------------------------------------------------ train
@@ -342,6 +348,127 @@ int cmd_demo(Args a) {
   return 0;
 }
 
+
+// ----------------------------------------------------------------------------------------- ablate
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) out.push_back(cur), cur.clear();
+    else cur += c;
+  }
+  out.push_back(cur);
+  return out;
+}
+
+int cmd_ablate(Args a) {
+  if (wants_help(a)) {
+    std::printf(
+        "fbt ablate [--grid FILE.json] [--vary FIELD=v1|v2|...] [--seeds 1,2,3] [--tokens N] [--evals N]\n"
+        "           [--task_examples N] [--task_lengths 1,2,4] [--decode_timing 0|1] [--jobs N] [--out_dir DIR] [--dry_run true] [--FIELD VALUE ...]\n\n"
+        "Trains every run of a grid: runs x vary x seeds (see include/fbt/run/ablate.hpp and docs/EXPERIMENTS.md).\n"
+        "The grid file is one JSON object: {\"base\": {field: value}, \"runs\": [{field: value}, ...],\n"
+        "\"vary\": {field: [values]}, \"seeds\": [1, 2], \"tokens\": 1e6, \"evals\": 10, \"task_examples\": 100,\n"
+        "\"task_lengths\": [1, 2, 4], \"decode_timing\": 1, \"jobs\": 2, \"out_dir\": \"runs/x\"}. Flags add to it: --vary (repeatable; values split on |),\n"
+        "--seeds, --tokens (token budget per run: steps = tokens / (batch_size x seq_len x grad_accum)), and any\n"
+        "training field of fbt train --help as --FIELD VALUE (sets the base). A run's fields may also include\n"
+        "tokens. Baselines (fuser none) train single-pass.\n\n"
+        "Per run, OUT_DIR/<name>/ holds train.jsonl, eval.jsonl (every evaluation: per-pass, sequential and\n"
+        "contraction losses), checkpoint/ and result.json (the final evaluation; on a built-in task, accuracy and\n"
+        "median trace length per decoding mode at 1x, 2x, 4x the training problem length; decode ms/token). OUT_DIR/summary.csv has one row per run.\n"
+        "Run it again to continue: finished runs are skipped, interrupted ones resume from their last checkpoint.\n"
+        "Plots: python3 scripts/plots.py OUT_DIR.\n");
+    return 0;
+  }
+  const std::string grid = take(a, "grid", "");
+  AblationGrid g = grid.empty() ? AblationGrid{} : load_ablation_grid(grid);
+  const std::string seeds = take(a, "seeds", ""), tokens = take(a, "tokens", ""), evals = take(a, "evals", ""),
+                    tex = take(a, "task_examples", ""), dt = take(a, "decode_timing", ""), jobs = take(a, "jobs", ""),
+                    out = take(a, "out_dir", ""), dry = take(a, "dry_run", "false");
+  if (!seeds.empty()) {
+    g.seeds.clear();
+    for (const auto& s : split(seeds, ',')) g.seeds.push_back(std::uint64_t(detail::parse_long("seeds", s)));
+  }
+  if (!tokens.empty()) g.tokens = detail::parse_tokens(tokens, "--tokens");
+  if (!evals.empty()) g.evals = int(detail::parse_long("evals", evals));
+  if (!tex.empty()) g.task_examples = int(detail::parse_long("task_examples", tex));
+  const std::string tl = take(a, "task_lengths", "");
+  if (!tl.empty()) {
+    g.task_lengths.clear();
+    for (const auto& s : split(tl, ',')) g.task_lengths.push_back(int(detail::parse_long("task_lengths", s)));
+  }
+  if (!dt.empty()) g.decode_timing = int(detail::parse_long("decode_timing", dt));
+  if (!jobs.empty()) g.jobs = int(detail::parse_long("jobs", jobs));
+  if (!out.empty()) g.out_dir = out;
+  for (std::string v = take(a, "vary", ""); !v.empty(); v = take(a, "vary", "")) {
+    const auto eq = v.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) throw Error("--vary \"" + v + "\": expected FIELD=v1|v2|...");
+    g.vary.push_back({v.substr(0, eq), split(v.substr(eq + 1), '|')});
+  }
+  for (const auto& kv : a) set_config_field(g.base, kv.first, kv.second);  // the rest: base fields
+  const auto runs = expand_grid(g);
+  if (detail::parse_bool("dry_run", dry)) {
+    long steps = 0;
+    double compute = 0;
+    for (const auto& r : runs) {
+      MultiPassScheduler s(r.cfg.schedule, r.cfg.steps);
+      const double tok = double(r.cfg.steps) * r.cfg.batch_size * r.cfg.seq_len * r.cfg.grad_accum;
+      std::printf("%-60s %7ld steps %9.3gM tokens  x%.3f passes\n", r.name.c_str(), r.cfg.steps, tok / 1e6, s.mean_passes());
+      steps += r.cfg.steps, compute += tok * s.mean_passes();
+    }
+    std::printf("%zu runs, %ld steps, %.3gM token-equivalent compute; out_dir %s\n", runs.size(), steps, compute / 1e6, g.out_dir.c_str());
+    return 0;
+  }
+  const int failed = run_grid(g, stderr);
+  return failed ? 1 : 0;
+}
+
+// ----------------------------------------------------------------------------------------- logits
+int cmd_logits(Args a) {
+  if (wants_help(a)) {
+    std::printf(
+        "fbt logits --checkpoint CKPT (--text TEXT | --text_file FILE) [--passes K] --out FILE.npy\n\n"
+        "Encodes the text as one document (kSep + bytes, at most max_position_embeddings tokens), runs K passes of\n"
+        "the training forward (no prefix mixing, no noise: pass k = fused(k-1) prefill at every position) and\n"
+        "writes their logits as a float32 .npy of shape (K, T, V); also FILE.tokens.npy (int32, (T)). K defaults\n"
+        "to 3 for a full-bandwidth model, 1 for a baseline.\n");
+    return 0;
+  }
+  const std::string ck = take(a, "checkpoint", ""), text = take(a, "text", ""), tf = take(a, "text_file", ""), out = take(a, "out", "");
+  const std::string passes = take(a, "passes", "");
+  no_leftovers(a, "logits");
+  if (ck.empty()) throw Error("fbt logits: --checkpoint is required");
+  if (out.empty()) throw Error("fbt logits: --out FILE.npy is required");
+  if (text.empty() == tf.empty()) throw Error("fbt logits: give exactly one of --text and --text_file");
+  const std::string body = tf.empty() ? text : detail::read_file_bytes(tf, "logits");
+  Model<float> m = load_model<float>(model_path(ck));
+  const int K = passes.empty() ? (m.feedback() ? 3 : 1) : int(detail::parse_long("passes", passes));
+  if (K < 1 || (K > 1 && !m.feedback())) throw Error("fbt logits: --passes " + std::to_string(K) + ": a baseline has 1 pass, a full-bandwidth model >= 1");
+  std::vector<int> tok = ByteTokenizer::encode_document(body);
+  if (int(tok.size()) > m.cfg.max_position_embeddings) tok.resize(m.cfg.max_position_embeddings);
+  const int Tn = int(tok.size()), V = m.V;
+  std::vector<int> tgt(Tn, -1);
+  std::vector<std::uint8_t> ds(Tn);
+  for (int t = 0; t < Tn; ++t) ds[t] = (t == 0 || tok[t] == kSep) ? 1 : 0;
+  for (int t = 0; t + 1 < Tn; ++t) tgt[t] = tok[t + 1];
+  if (Tn < 2) throw Error("fbt logits: the text must hold at least one byte");
+  std::vector<float> all(std::size_t(K) * Tn * V);  // (K, T, V)
+  Workspace<float> w;
+  StepStats st;
+  for (int k = 1; k <= K; ++k) {  // pass k is the last pass of a k-pass forward; its logits stay in w.logits
+    StepOptions o;
+    o.K = k, o.backward = false;
+    multipass_step(m, w, Batch{1, Tn, tok.data(), tgt.data(), ds.data()}, o, st);
+    std::copy(w.logits, w.logits + std::size_t(Tn) * V, all.begin() + std::size_t(k - 1) * Tn * V);
+  }
+  save_npy(out, all.data(), Shape{long(K), long(Tn), long(V)});
+  std::vector<std::int32_t> t32(tok.begin(), tok.end());
+  const std::string tout = (out.size() > 4 && out.substr(out.size() - 4) == ".npy" ? out.substr(0, out.size() - 4) : out) + ".tokens.npy";
+  save_npy(tout, t32.data(), Shape{long(Tn)});
+  std::printf("wrote %s (%d passes x %d tokens x %d) and %s\n", out.c_str(), K, Tn, V, tout.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -356,6 +483,8 @@ int main(int argc, char** argv) {
     if (cmd == "eval") return cmd_eval(a);
     if (cmd == "sample") return cmd_sample(a);
     if (cmd == "demo") return cmd_demo(a);
+    if (cmd == "ablate") return cmd_ablate(a);
+    if (cmd == "logits") return cmd_logits(a);
     std::fprintf(stderr, "fbt: unknown command \"%s\"\n\n%s", cmd.c_str(), kUsage);
     return 1;
   } catch (const std::exception& e) {

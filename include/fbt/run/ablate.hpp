@@ -1,0 +1,470 @@
+// fbt/run/ablate.hpp: a grid of training runs (issue 6): feedback depth, schedule, fuser, detach /
+// grad_passes, prefix mixing, noise ... over a text file or a built-in task, each run with a fixed token
+// budget and a seed from a fixed list.
+//
+// A grid is a base TrainConfig and three lists whose product is the set of runs:
+//
+//   runs  (a list of field -> value maps; default one empty map)  x  vary (field -> values, every
+//   combination)  x  seeds
+//
+// Any TrainConfig field (fbt train --help) may appear in `runs` or `vary`, plus `tokens`: the run's token
+// budget (steps = round(tokens / (batch_size x seq_len x grad_accum))). A run of a baseline (fuser none)
+// is made single-pass (feedback_start 1, pass_mix 1:1, K_max 1), the only schedule a baseline has.
+//
+// Layout of out_dir:  <run name>/{train.jsonl, eval.jsonl, checkpoint/, result.json},  summary.csv.
+// A run's name is its overrides, e.g. `fuser=glu+pass_mix=2_0.75_3_0.25+seed=1`. Resumable: a run
+// whose result.json exists is skipped (after checking it was made with the same config); a run with a
+// checkpoint but no result continues from it (checkpoints are written at every evaluation); anything
+// else in its directory is removed and the run starts afresh. result.json and summary.csv are written to
+// a temporary name and renamed. A run that stops (e.g. a non-finite loss) records status "failed" and
+// its error; the grid goes on.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <unistd.h>
+
+#include "task_eval.hpp"
+#include "trainer.hpp"
+
+namespace fbt {
+
+struct AblationGrid {
+  TrainConfig base;
+  std::vector<std::vector<std::pair<std::string, std::string>>> runs;  ///< explicit runs (field, value) ...; empty = one run of base
+  std::vector<std::pair<std::string, std::vector<std::string>>> vary;  ///< every combination of these fields' values
+  std::vector<std::uint64_t> seeds{1};
+  double tokens = 0;        ///< default token budget of a run (0: base.steps decides)
+  int evals = 10;           ///< evaluations (and checkpoints) per run, evenly spaced; eval_every = ceil(steps / evals)
+  int task_examples = 100;  ///< built-in tasks: greedy examples per decoding mode at the end of a run (0 = none)
+  std::vector<int> task_lengths{1, 2, 4};  ///< ... at these multiples of the training problem length (difficulty x m)
+  int decode_timing = 1;    ///< 1: measure decode ms/token (standard, and soft for a full-bandwidth model)
+  std::string out_dir = "runs/ablate";
+  int jobs = 1;             ///< runs trained at the same time (each with its own `threads`)
+};
+
+struct AblationRun {
+  std::string name;                                          ///< directory name under out_dir
+  std::vector<std::pair<std::string, std::string>> overrides;  ///< what distinguishes it (incl. tokens, seed)
+  TrainConfig cfg;                                           ///< the effective config (out_dir set)
+};
+
+namespace detail {
+/// A directory-safe rendering of a value: [A-Za-z0-9.-] kept, anything else '_'.
+inline std::string safe_name(const std::string& s) {
+  std::string o;
+  for (char c : s) o += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-') ? c : '_';
+  return o;
+}
+inline std::string json_scalar(const nlohmann::json& v, const std::string& where) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_number_integer()) return std::to_string(v.get<long long>());
+  if (v.is_number()) return num(v.get<double>());
+  throw Error(where + ": expected a string, number or boolean, got " + v.dump());
+}
+inline double parse_tokens(const std::string& v, const std::string& where) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != 0 || !(x > 0) || !std::isfinite(x)) throw Error(where + ": tokens must be a positive number, got \"" + v + "\"");
+  return x;
+}
+}  // namespace detail
+
+/// \brief Reads a grid file: {"base": {field: value}, "runs": [{field: value}], "vary": {field: [values]},
+/// "seeds": [n], "tokens": n, "evals": n, "task_examples": n, "task_lengths": [m],
+/// "decode_timing": 0|1, "out_dir": s, "jobs": n}.
+/// Every key is optional; an unknown key or field is refused naming the file and the key.
+inline AblationGrid load_ablation_grid(const std::string& path, AblationGrid g = {}) {
+  std::ifstream f(path);
+  if (!f) throw Error("cannot open grid file '" + path + "'");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const std::exception& e) {
+    throw Error("grid file '" + path + "' is not valid JSON: " + e.what());
+  }
+  const std::string where = "grid file '" + path + "'";
+  if (!j.is_object()) throw Error(where + ": must hold one JSON object");
+  auto integer = [&](const nlohmann::json& v, const std::string& key) {
+    if (!v.is_number_integer()) throw Error(where + ": " + key + " must be an integer, got " + v.dump());
+    return v.get<long long>();
+  };
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const nlohmann::json& v = it.value();
+    if (k == "base") {
+      apply_json(g.base, v, where + " (base)");
+    } else if (k == "runs") {
+      if (!v.is_array()) throw Error(where + ": runs must be a list of objects");
+      g.runs.clear();
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        const std::string w = where + " (runs[" + std::to_string(i) + "])";
+        if (!v[i].is_object()) throw Error(w + ": must be an object of field: value");
+        std::vector<std::pair<std::string, std::string>> r;
+        for (auto f2 = v[i].begin(); f2 != v[i].end(); ++f2) r.push_back({f2.key(), detail::json_scalar(f2.value(), w + " field " + f2.key())});
+        g.runs.push_back(r);
+      }
+    } else if (k == "vary") {
+      if (!v.is_object()) throw Error(where + ": vary must be an object of field: [values]");
+      for (auto f2 = v.begin(); f2 != v.end(); ++f2) {
+        const std::string w = where + " (vary." + f2.key() + ")";
+        if (!f2->is_array() || f2->empty()) throw Error(w + ": must be a non-empty list of values");
+        std::vector<std::string> vals;
+        for (const auto& x : *f2) vals.push_back(detail::json_scalar(x, w));
+        g.vary.push_back({f2.key(), vals});
+      }
+    } else if (k == "seeds") {
+      if (!v.is_array() || v.empty()) throw Error(where + ": seeds must be a non-empty list of integers");
+      g.seeds.clear();
+      for (const auto& s : v) g.seeds.push_back(std::uint64_t(integer(s, "seeds")));
+    } else if (k == "tokens") {
+      g.tokens = detail::parse_tokens(detail::json_scalar(v, where + " tokens"), where);
+    } else if (k == "evals") {
+      g.evals = int(integer(v, k));
+    } else if (k == "task_examples") {
+      g.task_examples = int(integer(v, k));
+    } else if (k == "task_lengths") {
+      if (!v.is_array() || v.empty()) throw Error(where + ": task_lengths must be a non-empty list of integers");
+      g.task_lengths.clear();
+      for (const auto& x : v) g.task_lengths.push_back(int(integer(x, "task_lengths")));
+    } else if (k == "decode_timing") {
+      g.decode_timing = int(integer(v, k));
+    } else if (k == "jobs") {
+      g.jobs = int(integer(v, k));
+    } else if (k == "out_dir") {
+      if (!v.is_string()) throw Error(where + ": out_dir must be a string");
+      g.out_dir = v.get<std::string>();
+    } else if (k == "comment") {
+      // free text for the reader of the file
+    } else {
+      throw Error(where + ": unknown key \"" + k + "\" (known: base, runs, vary, seeds, tokens, evals, task_examples, task_lengths, decode_timing, jobs, out_dir, comment)");
+    }
+  }
+  return g;
+}
+
+/// \brief The runs of a grid, in order (runs x vary x seeds), with their effective configs. Every config
+/// is validated here, so a bad value is refused before any run starts.
+inline std::vector<AblationRun> expand_grid(const AblationGrid& g) {
+  if (g.seeds.empty()) throw Error("ablate: the seed list is empty");
+  if (g.evals < 1) throw Error("ablate: evals must be >= 1 (got " + std::to_string(g.evals) + ")");
+  if (g.jobs < 1 || g.jobs > 64) throw Error("ablate: jobs must be in [1, 64] (got " + std::to_string(g.jobs) + ")");
+  if (g.task_examples < 0) throw Error("ablate: task_examples must be >= 0");
+  for (int m : g.task_lengths)
+    if (m < 1 || m > 64) throw Error("ablate: task_lengths must be in [1, 64] (got " + std::to_string(m) + ")");
+  std::vector<std::vector<std::pair<std::string, std::string>>> combos = g.runs.empty() ? decltype(combos){{}} : g.runs;
+  for (const auto& ax : g.vary) {
+    decltype(combos) next;
+    for (const auto& c : combos)
+      for (const auto& v : ax.second) {
+        auto c2 = c;
+        c2.push_back({ax.first, v});
+        next.push_back(c2);
+      }
+    combos.swap(next);
+  }
+  std::vector<AblationRun> out;
+  std::set<std::string> names;
+  for (const auto& c : combos)
+    for (std::uint64_t seed : g.seeds) {
+      AblationRun r;
+      r.cfg = g.base;
+      double tokens = g.tokens;
+      std::string name;
+      for (const auto& kv : c) {
+        const std::string where = "ablate run {" + kv.first + "=" + kv.second + "}";
+        if (kv.first == "tokens") tokens = detail::parse_tokens(kv.second, where);
+        else if (kv.first == "seed" || kv.first == "out_dir") throw Error(where + ": " + kv.first + " is set by the grid (seeds, out_dir), not per run");
+        else {
+          try {
+            set_config_field(r.cfg, kv.first, kv.second);
+          } catch (const Error& e) {
+            throw Error(where + ": " + e.what());
+          }
+        }
+        r.overrides.push_back(kv);
+        name += (name.empty() ? "" : "+") + detail::safe_name(kv.first) + "=" + detail::safe_name(kv.second);
+      }
+      r.cfg.seed = seed;
+      r.overrides.push_back({"seed", std::to_string(seed)});
+      name += (name.empty() ? "" : "+") + std::string("seed=") + std::to_string(seed);
+      if (!r.cfg.model.feedback()) r.cfg.schedule.feedback_start = 1.0, r.cfg.schedule.pass_mix = {{1, 1.0}}, r.cfg.schedule.K_max = 1;
+      if (tokens > 0) {
+        const double per_step = double(r.cfg.batch_size) * r.cfg.seq_len * r.cfg.grad_accum;
+        r.cfg.steps = std::max(1L, long(std::llround(tokens / per_step)));
+      }
+      r.cfg.eval_every = int((r.cfg.steps + g.evals - 1) / g.evals);
+      r.cfg.checkpoint_every = r.cfg.eval_every;
+      r.cfg.progress = false;
+      r.cfg.out_dir = g.out_dir + "/" + name;
+      r.name = name;
+      try {
+        validate(r.cfg);
+      } catch (const Error& e) {
+        throw Error("ablate run " + name + ": " + e.what());
+      }
+      if (!names.insert(name).second) throw Error("ablate: two runs have the same name " + name + " (a value repeated in the grid?)");
+      out.push_back(std::move(r));
+    }
+  return out;
+}
+
+/// \brief The result of one run as written to result.json (also read back for the summary).
+struct AblationResult {
+  nlohmann::json j;  ///< name, overrides, status, steps, tokens, compute_tokens, seconds, final evaluation, tasks, decode, config
+};
+
+namespace detail {
+inline void write_text_atomic(const std::string& path, const std::string& text) {
+  AtomicFile f(path, "ablate");
+  f.write(text);
+  f.commit();
+}
+inline std::string csv_cell(const nlohmann::json& v) {
+  if (v.is_null()) return "";
+  if (v.is_number()) {
+    std::ostringstream os;
+    os.precision(7);
+    os << v.get<double>();
+    return os.str();
+  }
+  std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+  if (s.find_first_of(",\"\n") != std::string::npos) {
+    std::string q = "\"";
+    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  }
+  return s;
+}
+}  // namespace detail
+
+/// \brief One flat row of summary.csv from a result: the overrides, then the figures.
+inline std::vector<std::pair<std::string, nlohmann::json>> summary_row(const nlohmann::json& r) {
+  std::vector<std::pair<std::string, nlohmann::json>> row{{"name", r.value("name", "")}};
+  for (const auto& kv : r.at("overrides")) row.push_back({kv[0].get<std::string>(), kv[1]});
+  for (const char* k : {"status", "steps", "tokens", "compute_tokens", "seconds"}) row.push_back({k, r.value(k, nlohmann::json())});
+  if (r.contains("eval")) {
+    const auto& e = r.at("eval");
+    const auto& vl = e.at("val_loss");
+    for (std::size_t k = 0; k < vl.size(); ++k) row.push_back({"val_loss_pass" + std::to_string(k + 1), vl[k]});
+    for (const char* k : {"seq_loss_standard", "seq_loss_soft"})
+      if (e.contains(k)) row.push_back({k, e.at(k)});
+    if (e.contains("contraction")) {
+      const auto& c = e.at("contraction");
+      const std::size_t n = c.at("loss").size();
+      row.push_back({"contraction_L" + std::to_string(n), c.at("loss").back()});
+      row.push_back({"contraction_delta" + std::to_string(n), c.at("delta").back()});
+    }
+  }
+  if (r.contains("tasks"))
+    for (auto it = r.at("tasks").begin(); it != r.at("tasks").end(); ++it) {
+      row.push_back({"accuracy_" + it.key(), it->at("accuracy")});
+      row.push_back({"median_trace_" + it.key(), it->at("median_trace")});
+    }
+  if (r.contains("decode_ms_per_token"))
+    for (auto it = r.at("decode_ms_per_token").begin(); it != r.at("decode_ms_per_token").end(); ++it) row.push_back({"decode_ms_" + it.key(), *it});
+  if (r.contains("error")) row.push_back({"error", r.at("error")});
+  return row;
+}
+
+/// \brief Writes out_dir/summary.csv from every finished run's result.json (columns: the union, in first-seen order).
+inline void write_summary_csv(const std::string& out_dir, const std::vector<AblationRun>& runs) {
+  std::vector<std::string> cols;
+  std::vector<std::map<std::string, nlohmann::json>> rows;
+  for (const auto& r : runs) {
+    const std::string p = out_dir + "/" + r.name + "/result.json";
+    if (!std::filesystem::exists(p)) continue;
+    std::ifstream f(p);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(f);
+    } catch (const std::exception& e) {
+      throw Error("ablate: '" + p + "' is not valid JSON (" + e.what() + "); remove it to rerun that run");
+    }
+    std::map<std::string, nlohmann::json> m;
+    for (auto& kv : summary_row(j)) {
+      if (std::find(cols.begin(), cols.end(), kv.first) == cols.end()) cols.push_back(kv.first);
+      m[kv.first] = kv.second;
+    }
+    rows.push_back(m);
+  }
+  std::string s;
+  for (std::size_t i = 0; i < cols.size(); ++i) s += (i ? "," : "") + cols[i];
+  s += "\n";
+  for (const auto& m : rows) {
+    for (std::size_t i = 0; i < cols.size(); ++i) s += (i ? "," : "") + (m.count(cols[i]) ? detail::csv_cell(m.at(cols[i])) : std::string());
+    s += "\n";
+  }
+  std::filesystem::create_directories(out_dir);
+  detail::write_text_atomic(out_dir + "/summary.csv", s);
+}
+
+/// \brief Trains (or resumes) one run and writes its result.json. `progress` gets the step after every step.
+inline nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run, std::atomic<long>* progress) {
+  namespace fs = std::filesystem;
+  const std::string dir = g.out_dir + "/" + run.name, ck = dir + "/checkpoint";
+  const auto t0 = std::chrono::steady_clock::now();
+  nlohmann::json res{{"name", run.name}, {"config", to_json(run.cfg)}, {"steps", run.cfg.steps}};
+  res["overrides"] = nlohmann::json::array();
+  for (const auto& kv : run.overrides) res["overrides"].push_back({kv.first, kv.second});
+  std::unique_ptr<Trainer<float>> t;
+  try {
+    if (fs::exists(ck + "/train_state.safetensors") || fs::exists(ck + ".old")) {
+      t = Trainer<float>::resume(fs::exists(ck) ? ck : ck + ".old", [&](TrainConfig& c) { c.out_dir = dir, c.progress = false; });
+      if (to_json(t->cfg) != to_json(run.cfg))
+        throw Error("ablate: the checkpoint in '" + dir + "' was made with another config; remove that directory to rerun it");
+    } else {
+      fs::remove_all(dir);
+      t = std::make_unique<Trainer<float>>(run.cfg);
+    }
+    t->progress_counter = progress;
+    if (progress) progress->store(t->step);
+    if (t->step < t->cfg.steps) t->run(nullptr);
+    const EvalReport e = t->evaluate();  // the final evaluation (the trainer logged it too; this copy goes to result.json)
+    nlohmann::json ej{{"val_loss", e.val_loss}};
+    if (!std::isnan(e.seq_loss_standard)) ej["seq_loss_standard"] = e.seq_loss_standard;
+    if (!std::isnan(e.seq_loss_soft)) ej["seq_loss_soft"] = e.seq_loss_soft;
+    if (!e.contraction.loss.empty()) ej["contraction"] = {{"loss", e.contraction.loss}, {"delta", e.contraction.delta}};
+    res["eval"] = ej;
+    Decoder<float>& dec = t->decoder();
+    const bool fb = t->model.feedback();
+    if (run.cfg.data.rfind("task:", 0) == 0 && g.task_examples > 0) {
+      const TrainConfig& c = run.cfg;
+      TaskConfig task{c.data.substr(5), c.task_difficulty, c.p_full, c.p_compressed, c.p_answer};
+      std::vector<std::string> modes{"standard"};
+      if (fb) modes.insert(modes.end(), {"soft", "fused(1)", "fused(2)"});
+      for (int m : g.task_lengths) {  // key "mode@mx": accuracy and median trace at m times the training length
+        const auto ex = eval_examples(task, g.task_examples, 20261202, m);
+        const int max_bytes = max_solution_bytes(task, m) + 8;
+        for (const auto& md : modes) {
+          const TaskEvalResult r = evaluate_task(dec, task, ex, DecodeModeSpec::parse(md), max_bytes);
+          res["tasks"][md + "@" + std::to_string(m) + "x"] = {
+              {"mode", md}, {"length_mult", m}, {"accuracy", r.accuracy}, {"median_trace", r.median_trace}, {"completed", r.completed}, {"examples", r.examples}};
+        }
+      }
+    }
+    if (g.decode_timing) {
+      res["decode_ms_per_token"]["standard"] = decode_ms_per_token(dec, DecodeModeSpec{}, 32, 96);
+      if (fb) res["decode_ms_per_token"]["soft"] = decode_ms_per_token(dec, DecodeModeSpec::parse("soft"), 32, 96);
+    }
+    res["status"] = "done";
+    res["tokens"] = t->tokens, res["compute_tokens"] = t->compute_tokens;
+  } catch (const std::exception& e) {
+    res["status"] = "failed";
+    res["error"] = e.what();
+    if (t) res["tokens"] = t->tokens, res["compute_tokens"] = t->compute_tokens;
+  }
+  res["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  fs::create_directories(dir);
+  detail::write_text_atomic(dir + "/result.json", res.dump(2) + "\n");
+  return res;
+}
+
+/// \brief Runs a whole grid: skips finished runs, resumes interrupted ones, `jobs` at a time; prints a
+/// progress line across the grid to `out` (nullptr: silent) and rewrites summary.csv after every run.
+/// Returns the number of failed runs.
+inline int run_grid(const AblationGrid& g, std::FILE* out = stderr) {
+  namespace fs = std::filesystem;
+  const std::vector<AblationRun> runs = expand_grid(g);
+  fs::create_directories(g.out_dir);
+  // finished runs: skipped, after checking that they are what this grid asks for
+  std::vector<int> todo;
+  long total_steps = 0, done_steps = 0;
+  for (int i = 0; i < int(runs.size()); ++i) {
+    total_steps += runs[i].cfg.steps;
+    const std::string p = g.out_dir + "/" + runs[i].name + "/result.json";
+    if (!fs::exists(p)) {
+      todo.push_back(i);
+      continue;
+    }
+    std::ifstream f(p);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(f);
+    } catch (const std::exception&) {
+      todo.push_back(i);  // a damaged result: run again
+      continue;
+    }
+    if (j.value("config", nlohmann::json()) != to_json(runs[i].cfg))
+      throw Error("ablate: '" + p + "' was made with another config than this grid gives run " + runs[i].name +
+                  " (the base or the budget changed?); remove that directory or choose another out_dir");
+    done_steps += runs[i].cfg.steps;
+  }
+  if (out)
+    std::fprintf(out, "fbt ablate: %zu runs (%zu finished, %zu to do), %ld steps in all, %d at a time, results in %s\n", runs.size(),
+                 runs.size() - todo.size(), todo.size(), total_steps, g.jobs, g.out_dir.c_str());
+  const std::size_t n = todo.size();
+  std::vector<std::atomic<long>> step(n);
+  std::vector<std::atomic<int>> state(n);  // 0 waiting, 1 running, 2 done
+  for (std::size_t i = 0; i < n; ++i) step[i].store(0), state[i].store(0);
+  std::atomic<std::size_t> next{0};
+  std::atomic<int> failed{0};
+  std::mutex mu;
+  std::vector<std::string> failures;
+  auto worker = [&] {
+    for (;;) {
+      const std::size_t k = next.fetch_add(1);
+      if (k >= n) return;
+      state[k].store(1);
+      const AblationRun& r = runs[todo[k]];
+      const nlohmann::json res = run_ablation(g, r, &step[k]);
+      state[k].store(2);
+      std::lock_guard<std::mutex> lock(mu);
+      if (res.value("status", "") != "done") {
+        ++failed;
+        failures.push_back(r.name + ": " + res.value("error", std::string("?")));
+      }
+      write_summary_csv(g.out_dir, runs);
+    }
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> pool;
+  for (int j = 0; j < std::min<int>(g.jobs, int(n)); ++j) pool.emplace_back(worker);
+  const bool tty = out && isatty(fileno(out));
+  for (int tick = 0; n > 0; ++tick) {
+    long s = done_steps;
+    int finished = int(runs.size() - n);
+    std::string running;
+    bool all = true;
+    for (std::size_t i = 0; i < n; ++i) {
+      const int st = state[i].load();
+      if (st == 2) ++finished, s += runs[todo[i]].cfg.steps;
+      else {
+        all = false;
+        if (st == 1) {
+          s += std::min(step[i].load(), runs[todo[i]].cfg.steps);
+          running += (running.empty() ? "" : ", ") + runs[todo[i]].name + " " + std::to_string(step[i].load()) + "/" + std::to_string(runs[todo[i]].cfg.steps);
+        }
+      }
+    }
+    if (out && (tty || tick % 60 == 0 || all)) {  // live on a terminal, every 30 s in a log
+      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double rate = (s - done_steps) / std::max(el, 1e-9);
+      const double eta = rate > 0 ? (total_steps - s) / rate : NAN;
+      std::fprintf(out, "%sgrid %d/%zu runs | %.0f%% of steps | %.0f s%s%s%s | %s%s", tty ? "\r\033[K" : "", finished, runs.size(),
+                   100.0 * s / std::max(total_steps, 1L), el, std::isfinite(eta) ? ", ETA " : "",
+                   std::isfinite(eta) ? (std::to_string(long(eta)) + " s").c_str() : "", "", running.empty() ? "-" : running.c_str(), tty ? "" : "\n");
+      std::fflush(out);
+    }
+    if (all) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  for (auto& th : pool) th.join();
+  write_summary_csv(g.out_dir, runs);
+  if (out) {
+    std::fprintf(out, "%ssummary: %s/summary.csv (%zu runs)\n", tty ? "\n" : "", g.out_dir.c_str(), runs.size());
+    for (const auto& f : failures) std::fprintf(out, "  failed: %s\n", f.c_str());
+  }
+  return failed.load();
+}
+
+}  // namespace fbt

@@ -1,0 +1,196 @@
+// The ablation runner (issue 6, run/ablate.hpp): grid expansion and token budgets, refusals that name
+// the run and field, a whole grid on disk (results, summary.csv), skipping finished runs, resuming an
+// interrupted run to the same result as an uninterrupted one, and a failed run recorded without
+// stopping the grid.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "fbt/run/ablate.hpp"
+#include "../common/io_test.hpp"
+
+using namespace fbt;
+using fbt_test::TempDirTest;
+namespace fs = std::filesystem;
+
+namespace {
+
+AblationGrid tiny_grid(const std::string& out) {
+  AblationGrid g;
+  TrainConfig& c = g.base;
+  c.model.hidden_size = 16, c.model.num_hidden_layers = 1, c.model.num_attention_heads = 2, c.model.num_key_value_heads = 1;
+  c.model.intermediate_size = 32, c.model.max_position_embeddings = 64;
+  c.data = "task:addition", c.task_difficulty = 1;
+  c.batch_size = 2, c.seq_len = 32, c.warmup_steps = 1;
+  c.schedule.feedback_start = 0.5;
+  c.eval_windows = 2, c.seq_eval_windows = 1, c.monitor_passes = 3;
+  g.tokens = 2 * 32 * 6;  // 6 steps
+  g.evals = 2, g.task_examples = 3, g.task_lengths = {1, 2}, g.decode_timing = 0, g.out_dir = out;
+  return g;
+}
+
+nlohmann::json read_json(const std::string& p) {
+  std::ifstream f(p);
+  return nlohmann::json::parse(f);
+}
+
+std::vector<std::string> lines(const std::string& p) {
+  std::ifstream f(p);
+  std::vector<std::string> v;
+  for (std::string s; std::getline(f, s);) v.push_back(s);
+  return v;
+}
+
+}  // namespace
+
+TEST(AblateGrid, ExpandsRunsTimesVaryTimesSeedsWithTokenBudgets) {
+  AblationGrid g = tiny_grid("out");
+  g.runs = {{{"fuser", "none"}, {"tokens", "768"}}, {{"fuser", "glu"}}};
+  g.vary = {{"detach", {"false", "true"}}};
+  g.seeds = {1, 2};
+  const auto runs = expand_grid(g);
+  ASSERT_EQ(runs.size(), 8u);
+  EXPECT_EQ(runs[0].name, "fuser=none+tokens=768+detach=false+seed=1");
+  EXPECT_EQ(runs[1].name, "fuser=none+tokens=768+detach=false+seed=2");
+  EXPECT_EQ(runs[7].name, "fuser=glu+detach=true+seed=2");
+  EXPECT_EQ(runs[0].cfg.steps, 12);  // 768 / (2 x 32)
+  EXPECT_EQ(runs[7].cfg.steps, 6);   // the grid's budget
+  EXPECT_EQ(runs[7].cfg.seed, 2u);
+  EXPECT_TRUE(runs[7].cfg.schedule.detach);
+  EXPECT_EQ(runs[7].cfg.out_dir, "out/fuser=glu+detach=true+seed=2");
+  EXPECT_EQ(runs[0].cfg.eval_every, 6);  // ceil(12 / 2) evaluations
+  // a baseline run is single-pass whatever the base schedule says
+  EXPECT_EQ(runs[0].cfg.schedule.feedback_start, 1.0);
+  EXPECT_EQ(runs[0].cfg.schedule.K_max, 1);
+  EXPECT_EQ(runs[7].cfg.schedule.feedback_start, 0.5);
+  // values with characters unfit for a directory name are made safe
+  g.runs = {{{"pass_mix", "2:0.75,3:0.25"}}};
+  g.vary.clear(), g.seeds = {3};
+  EXPECT_EQ(expand_grid(g)[0].name, "pass_mix=2_0.75_3_0.25+seed=3");
+}
+
+TEST(AblateGrid, RefusesBadInputNamingTheRunAndField) {
+  AblationGrid g = tiny_grid("out");
+  g.vary = {{"fuser", {"glu", "bogus"}}};
+  EXPECT_FBT_ERROR(expand_grid(g), "fuser=bogus");
+  g.vary = {{"no_such_field", {"1"}}};
+  EXPECT_FBT_ERROR(expand_grid(g), "no_such_field");
+  g.vary = {{"seed", {"1"}}};
+  EXPECT_FBT_ERROR(expand_grid(g), "seed is set by the grid");
+  g.vary = {{"tokens", {"-5"}}};
+  EXPECT_FBT_ERROR(expand_grid(g), "tokens must be a positive number");
+  g.vary = {{"fuser", {"glu", "glu"}}};
+  EXPECT_FBT_ERROR(expand_grid(g), "same name");
+  g.vary.clear(), g.seeds.clear();
+  EXPECT_FBT_ERROR(expand_grid(g), "seed list is empty");
+}
+
+class AblateFiles : public TempDirTest {};
+
+TEST_F(AblateFiles, GridFileIsReadAndUnknownKeysAreRefused) {
+  const std::string p = path("grid.json");
+  std::ofstream(p) << R"({"comment": "x", "base": {"hidden_size": 24, "data": "task:multihop"}, "runs": [{"fuser": "none"}, {"fuser": "glu"}],
+                          "vary": {"sigma": [0, 0.05]}, "seeds": [4, 5], "tokens": 1000, "evals": 3, "task_lengths": [1, 3], "jobs": 2, "out_dir": "o"})";
+  const AblationGrid g = load_ablation_grid(p);
+  EXPECT_EQ(g.base.model.hidden_size, 24);
+  EXPECT_EQ(g.base.data, "task:multihop");
+  ASSERT_EQ(g.runs.size(), 2u);
+  ASSERT_EQ(g.vary.size(), 1u);
+  EXPECT_EQ(g.vary[0].second, (std::vector<std::string>{"0", "0.05"}));
+  EXPECT_EQ(g.seeds, (std::vector<std::uint64_t>{4, 5}));
+  EXPECT_EQ(g.tokens, 1000);
+  EXPECT_EQ(g.evals, 3);
+  EXPECT_EQ(g.task_lengths, (std::vector<int>{1, 3}));
+  EXPECT_EQ(g.jobs, 2);
+  EXPECT_EQ(g.out_dir, "o");
+  std::ofstream(p) << R"({"vary": {"sigma": [0]}, "sedes": [1]})";
+  EXPECT_FBT_ERROR(load_ablation_grid(p), "unknown key \"sedes\"");
+  std::ofstream(p) << R"({"base": {"hiden_size": 3}})";
+  EXPECT_FBT_ERROR(load_ablation_grid(p), "hiden_size");
+  std::ofstream(p) << R"({"vary": {"sigma": []}})";
+  EXPECT_FBT_ERROR(load_ablation_grid(p), "vary.sigma");
+  std::ofstream(p) << R"({"seeds": [1.5]})";
+  EXPECT_FBT_ERROR(load_ablation_grid(p), "seeds must be an integer");
+  std::ofstream(p) << "{\"seeds\": [1";
+  EXPECT_FBT_ERROR(load_ablation_grid(p), "not valid JSON");
+  EXPECT_FBT_ERROR(load_ablation_grid(path("none.json")), "cannot open grid file");
+}
+
+TEST_F(AblateFiles, RunsAGridWritesResultsAndSummaryAndSkipsFinishedRuns) {
+  AblationGrid g = tiny_grid(path("grid"));
+  g.runs = {{{"fuser", "none"}}, {{"fuser", "glu"}}};
+  g.jobs = 2;
+  ASSERT_EQ(run_grid(g, nullptr), 0);
+  for (const char* name : {"fuser=none+seed=1", "fuser=glu+seed=1"}) {
+    const std::string d = g.out_dir + "/" + name;
+    const auto r = read_json(d + "/result.json");
+    EXPECT_EQ(r.at("status"), "done") << r.dump();
+    EXPECT_EQ(r.at("steps"), 6);
+    EXPECT_EQ(r.at("tokens").get<double>(), 6 * 64);
+    EXPECT_TRUE(fs::exists(d + "/checkpoint/model.safetensors"));
+    EXPECT_EQ(lines(d + "/train.jsonl").size(), 6u);
+    EXPECT_EQ(lines(d + "/eval.jsonl").size(), 2u);  // evals = 2
+    const bool fb = std::string(name).find("glu") != std::string::npos;
+    EXPECT_EQ(r.at("eval").at("val_loss").size(), fb ? 3u : 1u);
+    EXPECT_EQ(r.at("tasks").size(), fb ? 8u : 2u);  // standard (+ soft, fused(1), fused(2)) at 1x and 2x
+    EXPECT_TRUE(r.at("tasks").contains("standard@2x"));
+    EXPECT_EQ(r.at("tasks").at("standard@2x").at("length_mult"), 2);
+    if (fb) EXPECT_EQ(r.at("eval").at("contraction").at("loss").size(), 3u);
+  }
+  auto csv = lines(g.out_dir + "/summary.csv");
+  ASSERT_EQ(csv.size(), 3u);
+  EXPECT_EQ(csv[0].rfind("name,fuser,seed,status,steps,tokens,compute_tokens,seconds,val_loss_pass1", 0), 0u) << csv[0];
+  EXPECT_NE(csv[0].find("accuracy_fused(2)@2x"), std::string::npos);
+  EXPECT_EQ(csv[1].rfind("fuser=none+seed=1,none,1,done,6,", 0), 0u) << csv[1];
+
+  // a second call skips both runs (their results are untouched)
+  const auto before = fs::last_write_time(g.out_dir + "/fuser=glu+seed=1/result.json");
+  ASSERT_EQ(run_grid(g, nullptr), 0);
+  EXPECT_EQ(fs::last_write_time(g.out_dir + "/fuser=glu+seed=1/result.json"), before);
+  // ... unless the grid now asks for something else under the same name
+  g.base.lr = 1e-3;
+  EXPECT_FBT_ERROR(run_grid(g, nullptr), "was made with another config");
+}
+
+TEST_F(AblateFiles, AnInterruptedRunResumesToTheSameResultAsAnUninterruptedOne) {
+  AblationGrid g = tiny_grid(path("straight"));
+  g.runs = {{{"fuser", "glu"}}};
+  g.tokens = 2 * 32 * 8, g.evals = 2;  // 8 steps, checkpoints at 4 and 8
+  ASSERT_EQ(run_grid(g, nullptr), 0);
+  const auto straight = read_json(g.out_dir + "/fuser=glu+seed=1/result.json");
+
+  // what a run killed after its first checkpoint leaves behind: train.jsonl and checkpoint/ at step 4
+  AblationGrid h = g;
+  h.out_dir = path("killed");
+  const AblationRun run = expand_grid(h)[0];
+  {
+    Trainer<float> t(run.cfg);
+    for (int i = 0; i < 4; ++i) t.train_step();
+    t.save_checkpoint(run.cfg.out_dir + "/checkpoint");
+  }
+  ASSERT_EQ(run_grid(h, nullptr), 0);
+  const auto resumed = read_json(h.out_dir + "/fuser=glu+seed=1/result.json");
+  EXPECT_EQ(resumed.at("eval").at("val_loss"), straight.at("eval").at("val_loss"));  // bit for bit (JSON keeps 17 digits)
+  EXPECT_EQ(resumed.at("eval").at("contraction"), straight.at("eval").at("contraction"));
+  EXPECT_EQ(resumed.at("compute_tokens"), straight.at("compute_tokens"));
+  // it did continue (a fresh start would have logged steps 0..7): only steps 4..7 are in its log
+  const auto log = lines(run.cfg.out_dir + "/train.jsonl");
+  ASSERT_EQ(log.size(), 4u);
+  EXPECT_EQ(nlohmann::json::parse(log[0]).at("step"), 4);
+}
+
+TEST_F(AblateFiles, AFailedRunIsRecordedAndTheGridGoesOn) {
+  AblationGrid g = tiny_grid(path("grid"));
+  g.runs = {{{"lr", "1e30"}, {"grad_clip", "0"}}, {{"lr", "0.001"}}};  // the first diverges to a non-finite loss
+  g.task_examples = 0;
+  EXPECT_EQ(run_grid(g, nullptr), 1);
+  const auto bad = read_json(g.out_dir + "/lr=1e30+grad_clip=0+seed=1/result.json");
+  EXPECT_EQ(bad.at("status"), "failed");
+  EXPECT_NE(bad.at("error").get<std::string>().find("training stopped at step"), std::string::npos) << bad.dump();
+  EXPECT_EQ(read_json(g.out_dir + "/lr=0.001+seed=1/result.json").at("status"), "done");
+  const auto csv = lines(g.out_dir + "/summary.csv");
+  ASSERT_EQ(csv.size(), 3u);
+  EXPECT_NE(csv[0].find(",error"), std::string::npos);
+  EXPECT_NE(csv[1].find("failed"), std::string::npos);
+}
