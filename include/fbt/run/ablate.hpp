@@ -448,11 +448,11 @@ inline int run_grid(const AblationGrid& g, std::FILE* out = stderr) {
     }
     if (out && (tty || tick % 60 == 0 || all)) {  // live on a terminal, every 30 s in a log
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double rate = (s - done_steps) / std::max(el, 1e-9);
-      const double eta = rate > 0 ? (total_steps - s) / rate : NAN;
-      std::fprintf(out, "%sgrid %d/%zu runs | %.0f%% of steps | %.0f s%s%s%s | %s%s", tty ? "\r\033[K" : "", finished, runs.size(),
-                   100.0 * s / std::max(total_steps, 1L), el, std::isfinite(eta) ? ", ETA " : "",
-                   std::isfinite(eta) ? (std::to_string(long(eta)) + " s").c_str() : "", "", running.empty() ? "-" : running.c_str(), tty ? "" : "\n");
+      const double rate = (s - done_steps) / std::max(el, 1e-9);  // steps per second of this invocation
+      char eta[32] = "";
+      if (rate > 0) std::snprintf(eta, sizeof eta, ", ETA %.0f s", (total_steps - s) / rate);
+      std::fprintf(out, "%sgrid %d/%zu runs | %.0f%% of steps | %.0f s%s | %s%s", tty ? "\r\033[K" : "", finished, runs.size(),
+                   100.0 * s / std::max(total_steps, 1L), el, eta, running.empty() ? "-" : running.c_str(), tty ? "" : "\n");
       std::fflush(out);
     }
     if (all) break;
