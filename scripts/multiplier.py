@@ -27,21 +27,8 @@ import math
 import os
 import sys
 
-
-def load_results(out_dir: str) -> list:
-    if not os.path.isdir(out_dir):
-        raise SystemExit(f"multiplier.py: {out_dir}: not a directory")
-    res = []
-    for name in sorted(os.listdir(out_dir)):
-        p = os.path.join(out_dir, name, "result.json")
-        if os.path.exists(p):
-            with open(p) as f:
-                r = json.load(f)
-            if r.get("status") == "done":
-                res.append(r)
-            else:
-                print(f"note: run {name} did not finish: {r.get('error', r.get('status'))}", file=sys.stderr)
-    return res
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from grid_results import load_results  # noqa: E402
 
 
 def cfg(r: dict, key: str) -> str:
@@ -89,7 +76,7 @@ def main(argv=None) -> int:
     ap.add_argument("out_dir")
     ap.add_argument("--json", help="also write the numbers as JSON here")
     a = ap.parse_args(argv)
-    runs = load_results(a.out_dir)
+    runs = load_results(a.out_dir, "multiplier.py", done_only=True)
     base = [r for r in runs if cfg(r, "fuser") == "none"]
     fbt = [r for r in runs if cfg(r, "fuser") != "none"]
     budgets = sorted({r["tokens"] for r in base})

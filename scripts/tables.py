@@ -18,19 +18,8 @@ import json
 import os
 import sys
 
-
-def load(out_dir: str) -> list:
-    if not os.path.isdir(out_dir):
-        raise SystemExit(f"tables.py: {out_dir}: not a directory")
-    res = []
-    for name in sorted(os.listdir(out_dir)):
-        p = os.path.join(out_dir, name, "result.json")
-        if os.path.exists(p):
-            with open(p) as f:
-                res.append(json.load(f))
-    if not res:
-        raise SystemExit(f"tables.py: {out_dir}: no result.json under it (run fbt ablate first)")
-    return res
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from grid_results import load_results  # noqa: E402
 
 
 def config_key(r: dict) -> str:
@@ -100,7 +89,7 @@ def main(argv=None) -> int:
     ap.add_argument("out_dir")
     ap.add_argument("--kind", choices=["runs", "tasks"], default="runs")
     a = ap.parse_args(argv)
-    res = load(a.out_dir)
+    res = load_results(a.out_dir, "tables.py")
     (runs_table if a.kind == "runs" else tasks_table)(res)
     return 0
 

@@ -84,14 +84,7 @@ inline double parse_tokens(const std::string& v, const std::string& where) {
 /// "decode_timing": 0|1, "out_dir": s, "jobs": n}.
 /// Every key is optional; an unknown key or field is refused naming the file and the key.
 inline AblationGrid load_ablation_grid(const std::string& path, AblationGrid g = {}) {
-  std::ifstream f(path);
-  if (!f) throw Error("cannot open grid file '" + path + "'");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const std::exception& e) {
-    throw Error("grid file '" + path + "' is not valid JSON: " + e.what());
-  }
+  const nlohmann::json j = read_json_file(path, "grid file");
   const std::string where = "grid file '" + path + "'";
   if (!j.is_object()) throw Error(where + ": must hold one JSON object");
   auto integer = [&](const nlohmann::json& v, const std::string& key) {

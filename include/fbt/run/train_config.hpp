@@ -236,16 +236,19 @@ inline void apply_json(TrainConfig& c, const nlohmann::json& j, const std::strin
   }
 }
 
-inline TrainConfig load_train_config_file(const std::string& path, TrainConfig base = {}) {
+/// \brief Parses a JSON file; `what` names it in errors ("config file", "grid file", ...).
+inline nlohmann::json read_json_file(const std::string& path, const std::string& what) {
   std::ifstream f(path);
-  if (!f) throw Error("cannot open config file '" + path + "'");
-  nlohmann::json j;
+  if (!f) throw Error("cannot open " + what + " '" + path + "'");
   try {
-    j = nlohmann::json::parse(f);
+    return nlohmann::json::parse(f);
   } catch (const std::exception& e) {
-    throw Error("config file '" + path + "' is not valid JSON: " + e.what());
+    throw Error(what + " '" + path + "' is not valid JSON: " + e.what());
   }
-  apply_json(base, j, "config file '" + path + "'");
+}
+
+inline TrainConfig load_train_config_file(const std::string& path, TrainConfig base = {}) {
+  apply_json(base, read_json_file(path, "config file"), "config file '" + path + "'");
   return base;
 }
 
