@@ -455,11 +455,15 @@ int cmd_logits(Args a) {
   std::vector<float> all(std::size_t(K) * Tn * V);  // (K, T, V)
   Workspace<float> w;
   StepStats st;
-  for (int k = 1; k <= K; ++k) {  // pass k is the last pass of a k-pass forward; its logits stay in w.logits
+  for (int k = 1; k <= K; ++k) {
+    // pass k is the last pass of a k-pass forward. A forward-only step runs every pass in w.pass[0], so its
+    // final-norm states hf are pass k's; the logits are recomputed from them (the loss overwrote w.logits
+    // with probabilities): logits = hf W_head^T
     StepOptions o;
     o.K = k, o.backward = false;
     multipass_step(m, w, Batch{1, Tn, tok.data(), tgt.data(), ds.data()}, o, st);
-    std::copy(w.logits, w.logits + std::size_t(Tn) * V, all.begin() + std::size_t(k - 1) * Tn * V);
+    linear_forward(smat(all.data() + std::size_t(k - 1) * Tn * V, Tn, V), csmat(w.pass[0].hf, Tn, m.D),
+                   csmat(m.params.values() + m.head_offset(), V, m.D));
   }
   save_npy(out, all.data(), Shape{long(K), long(Tn), long(V)});
   std::vector<std::int32_t> t32(tok.begin(), tok.end());
