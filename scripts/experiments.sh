@@ -5,7 +5,8 @@
 #
 #   bash scripts/experiments.sh [TEXT_FILE] [OUT_DIR]        (defaults: ../shared/data/tinyshakespeare.txt, runs/experiments)
 #
-# FBT_EXPERIMENTS="multiplier multiplier_tasks stability tasks ablation" picks grids; FBT_JOBS (default 2) runs at a time.
+# FBT_EXPERIMENTS="multiplier multiplier_tasks stability tasks ablation" picks grids (FBT_EXPERIMENTS=none: only
+# the tables and figures of existing results); FBT_RESULTS_DIR copies the quoted results out (see the end); FBT_JOBS (default 2) runs at a time.
 # Resumable: run it again after an interruption and finished runs are skipped. Needs a built tree
 # (bash scripts/build.sh build); the figures need matplotlib (python3-matplotlib).
 set -euo pipefail
@@ -16,6 +17,7 @@ fbt="${FBT_BIN:-build/tools/fbt}"
 [[ -x "$fbt" ]] || { echo "experiments.sh: $fbt not found; build first: bash scripts/build.sh build" >&2; exit 1; }
 [[ -f "$text" ]] || { echo "experiments.sh: text file '$text' not found (give its path as the first argument)" >&2; exit 1; }
 for g in ${FBT_EXPERIMENTS:-multiplier multiplier_tasks stability tasks ablation}; do
+  [[ $g == none ]] && continue
   echo "== grid $g"
   data=()
   [[ $g == multiplier || $g == ablation || $g == stability ]] && data=(--data "$text")  # the text grids; the others name their task
@@ -42,4 +44,18 @@ for g in multiplier multiplier_tasks stability tasks ablation; do
   if [[ -z "$py" ]]; then echo "experiments.sh: no Python with matplotlib (apt-get install python3-matplotlib): figures skipped" >&2; break; fi
   if [[ -f "$out/$g/summary.csv" ]]; then "$py" scripts/plots.py "$out/$g" --out "$out/figures" --prefix "${g}_"; fi
 done
+# FBT_RESULTS_DIR=DIR: also copy what docs/EXPERIMENTS.md quotes (tables, per-run result.json and eval.jsonl,
+# figures; not the checkpoints or train.jsonl) into DIR
+if [[ -n "${FBT_RESULTS_DIR:-}" ]]; then
+  for g in multiplier multiplier_tasks stability tasks ablation; do
+    [[ -d "$out/$g" ]] || continue
+    mkdir -p "$FBT_RESULTS_DIR/$g"
+    cp "$out/$g"/*.csv "$out/$g"/*.md "$FBT_RESULTS_DIR/$g/" 2>/dev/null || true
+    for r in "$out/$g"/*/result.json; do
+      d="$FBT_RESULTS_DIR/$g/$(basename "$(dirname "$r")")"
+      mkdir -p "$d" && cp "$r" "$(dirname "$r")/eval.jsonl" "$d/"
+    done
+  done
+  [[ -d "$out/figures" ]] && mkdir -p "$FBT_RESULTS_DIR/figures" && cp "$out/figures"/*.svg "$FBT_RESULTS_DIR/figures/" 2>/dev/null || true
+fi
 exit 0

@@ -114,15 +114,16 @@ def main(argv=None) -> int:
                 out["fits"][k]["at_bound"] = True
     print()
     lo, hi = budgets[0], budgets[-1]
-    groups = {}
+    groups = {}  # one row group per configuration: the run's name without its seed
     for r in fbt:
-        key = (cfg(r, "fuser"), cfg(r, "pass_mix"), cfg(r, "feedback_start"), r["tokens"])
+        key = "+".join(p for p in r["name"].split("+") if not p.startswith("seed="))
         groups.setdefault(key, []).append(r)
     print("Full-bandwidth runs: loss per decoding mode, the baseline tokens n* reaching it, multiplier n*/N and at matched "
           "compute n*/C (C = tokens x mean passes trained):\n")
-    print("| fuser | pass mix | N | C/N | mode | loss (seeds: min..max) | n* | multiplier | at matched compute |")
+    print("| run | pass mix | N | C/N | mode | loss (seeds: min..max) | n* | multiplier | at matched compute |")
     print("|---|---|---:|---:|---|---|---:|---:|---:|")
-    for (fuser, mix, start, n), rs in sorted(groups.items()):
+    for key, rs in sorted(groups.items()):
+        mix, n = cfg(rs[0], "pass_mix"), rs[0]["tokens"]
         comp = mean([r["compute_tokens"] for r in rs])
         modes = [("standard", "parallel", [r["eval"]["val_loss"][0] for r in rs])]
         for k in range(1, len(rs[0]["eval"]["val_loss"])):
@@ -132,7 +133,7 @@ def main(argv=None) -> int:
             modes.append(("sequential (soft)", "sequential", sq))
         for mode, curve, ls in modes:
             L = mean(ls)
-            row = {"fuser": fuser, "pass_mix": mix, "feedback_start": start, "tokens": n, "compute_tokens": comp, "mode": mode, "loss": ls}
+            row = {"run": key, "pass_mix": mix, "tokens": n, "compute_tokens": comp, "mode": mode, "loss": ls}
             if curve not in fits:
                 continue
             ns = solve_n(*fits[curve], L)
@@ -143,7 +144,7 @@ def main(argv=None) -> int:
                 cell, m1, m2 = f"{ns / 1e6:.3g}M{flag}", f"{ns / n:.2f}x", f"{ns / comp:.2f}x"
                 row.update({"n_star": ns, "multiplier": ns / n, "multiplier_matched_compute": ns / comp, "extrapolated": bool(flag)})
             out["fbt"].append(row)
-            print(f"| {fuser} | {mix} | {n / 1e6:.4g}M | {comp / n:.3f} | {mode} | {L:.4f} {spread(ls)} | {cell} | {m1} | {m2} |")
+            print(f"| {key} | {mix} | {n / 1e6:.4g}M | {comp / n:.3f} | {mode} | {L:.4f} {spread(ls)} | {cell} | {m1} | {m2} |")
     print()
     print("## Stability: contraction monitor of the full-bandwidth runs (final checkpoint, one fixed validation batch)\n")
     ks = [1, 2, 3, 10, 30]

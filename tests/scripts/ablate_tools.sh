@@ -21,7 +21,7 @@ test "$(wc -l < "$tmp/grid/summary.csv")" -eq 5
 if [[ $what == multiplier ]]; then
   "$py" "$src/scripts/multiplier.py" "$tmp/grid" --json "$tmp/m.json" | tee "$tmp/m.md"
   grep -q "Fit (parallel losses): L(n) = " "$tmp/m.md"
-  grep -q "| glu | 2:0.88,3:0.12 | 0.000384M |" "$tmp/m.md"
+  grep -q "| fuser=glu+tokens=384 | 2:0.88,3:0.12 | 0.000384M |" "$tmp/m.md"
   grep -q "sequential (soft)" "$tmp/m.md"
   grep -q "fuser=glu+tokens=384+seed=1 |" "$tmp/m.md"   # the stability table
   "$py" "$src/scripts/tables.py" "$tmp/grid" --kind runs | tee "$tmp/runs.md"
