@@ -69,32 +69,50 @@ def load_runs(out_dirs: list, only: list) -> list:
     return runs
 
 
-def short(name: str) -> str:
-    return name.replace("+", " ")
+def config_of(name: str) -> str:
+    """A run's name without its seed: runs of one configuration share a colour."""
+    return " ".join(p for p in name.split("+") if not p.startswith("seed="))
+
+
+def colours(runs) -> dict:
+    keys = []
+    for r in runs:
+        k = config_of(r["name"])
+        if k not in keys:
+            keys.append(k)
+    return {k: f"C{i % 10}" for i, k in enumerate(keys)}
 
 
 def plot_val_loss(plt, runs, path) -> bool:
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    col = colours(runs)
+    labelled = set()
     drawn = False
-    for i, r in enumerate(runs):
+    for r in runs:
         ev = [e for e in r["evals"] if e.get("val_loss")]
         if not ev:
             continue
-        color = f"C{i % 10}"
+        key = config_of(r["name"])
         x = [e["tokens"] / 1e6 for e in ev]
-        ax.plot(x, [e["val_loss"][0] for e in ev], "-o", ms=3, color=color, label=short(r["name"]))
-        if len(ev[-1]["val_loss"]) > 1:
-            k = len(ev[-1]["val_loss"])
-            ax.plot(x, [e["val_loss"][-1] for e in ev], "--", color=color, lw=1, label=f"  pass {k} (fused({k - 1}))")
+        ax.plot(x, [e["val_loss"][0] for e in ev], "-o", ms=3, color=col[key], lw=1.2, label=None if key in labelled else key)
+        # the last fed-back pass, from the first evaluation after feedback training began (before it, that
+        # pass was never trained and its loss says nothing)
+        fb = [e for e in ev if len(e["val_loss"]) > 1 and e.get("compute_tokens", 0) > e["tokens"]]
+        if fb:
+            k = len(fb[-1]["val_loss"])
+            ax.plot([e["tokens"] / 1e6 for e in fb], [e["val_loss"][-1] for e in fb], "--", color=col[key], lw=1,
+                    label=None if key in labelled else f"  pass {k} (fused({k - 1})), after feedback starts")
+        labelled.add(key)
         drawn = True
     if not drawn:
         plt.close(fig)
         return False
     ax.set_xlabel("training tokens (millions)")
     ax.set_ylabel("validation loss (nats/byte)")
-    ax.set_title("validation loss vs tokens (solid: pass 1 / standard; dashed: last fed-back pass)")
+    ax.set_title("validation loss vs tokens (solid: pass 1 = standard; dashed: last fed-back pass; one colour per configuration)",
+                 fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, ncol=1)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -102,18 +120,22 @@ def plot_val_loss(plt, runs, path) -> bool:
 
 
 def plot_contraction(plt, runs, path) -> bool:
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.8))
+    col = colours(runs)
+    labelled = set()
     drawn = False
-    for i, r in enumerate(runs):
+    for r in runs:
         c = ((r["result"] or {}).get("eval") or {}).get("contraction")
         if not c:
             continue
+        key = config_of(r["name"])
         k = list(range(1, len(c["loss"]) + 1))
-        a1.plot(k, c["loss"], "-o", ms=2.5, color=f"C{i % 10}", label=short(r["name"]))
+        a1.plot(k, c["loss"], "-o", ms=2.5, color=col[key], label=None if key in labelled else key)
+        labelled.add(key)
         # delta_1 is 0 by definition (no previous pass): plot from k = 2
         d = [(kk, v) for kk, v in zip(k, c["delta"]) if kk >= 2 and v > 0]
         if d:
-            a2.semilogy([p[0] for p in d], [p[1] for p in d], "-o", ms=2.5, color=f"C{i % 10}", label=short(r["name"]))
+            a2.semilogy([p[0] for p in d], [p[1] for p in d], "-o", ms=2.5, color=col[key])
         drawn = True
     if not drawn:
         plt.close(fig)
@@ -137,20 +159,24 @@ def plot_accuracy(plt, runs, path) -> bool:
     """One panel per problem length (result.json "tasks" keys "mode@mx"): accuracy against median trace
     length, a colour per run, a marker per decoding mode."""
     markers = {"standard": "o", "soft": "s", "fused(1)": "^", "fused(2)": "D"}
-    pts = {}  # length multiple -> [(run index, run name, mode, trace, accuracy)]
-    for i, r in enumerate(runs):
+    pts = {}  # length multiple -> [(colour, configuration, mode, trace, accuracy)]
+    col = colours(runs)
+    for r in runs:
         for key, t in ((r["result"] or {}).get("tasks") or {}).items():
             mode = t.get("mode", key.split("@")[0])
             m = int(t.get("length_mult", 1))
-            pts.setdefault(m, []).append((i, r["name"], mode, t["median_trace"], t["accuracy"]))
+            pts.setdefault(m, []).append((col[config_of(r["name"])], config_of(r["name"]), mode, t["median_trace"], t["accuracy"]))
     if not pts:
         return False
     lengths = sorted(pts)
     fig, axes = plt.subplots(1, len(lengths), figsize=(5.5 * len(lengths), 4.8), squeeze=False)
     for ax, m in zip(axes[0], lengths):
-        for i, name, mode, trace, acc in pts[m]:
-            ax.scatter(trace, acc, color=f"C{i % 10}", marker=markers.get(mode, "x"), s=36,
-                       label=f"{short(name)} {mode}" if m == lengths[0] else None)
+        seen = set()
+        for c, name, mode, trace, acc in pts[m]:
+            lab = f"{name} {mode}"
+            ax.scatter(trace, acc, color=c, marker=markers.get(mode, "x"), s=36, alpha=0.8,
+                       label=lab if m == lengths[0] and lab not in seen else None)
+            seen.add(lab)
         ax.set_title(f"problems {m}x the training length")
         ax.set_xlabel("median trace length (generated bytes)")
         ax.set_ylabel("accuracy (greedy)")
