@@ -35,7 +35,10 @@ for g in multiplier multiplier_tasks; do
   if [[ -f "$out/$g/summary.csv" ]]; then python3 scripts/multiplier.py "$out/$g" --json "$out/$g/multiplier.json" | tee "$out/$g/multiplier.md"; fi
 done
 for g in multiplier multiplier_tasks stability tasks ablation; do
-  if [[ -f "$out/$g/summary.csv" ]]; then python3 scripts/tables.py "$out/$g" --kind runs > "$out/$g/runs.md"; fi
+  if [[ -f "$out/$g/summary.csv" ]]; then
+    python3 scripts/tables.py "$out/$g" --kind runs > "$out/$g/runs.md"
+    python3 scripts/tables.py "$out/$g" --kind contraction > "$out/$g/contraction.md"
+  fi
 done
 for g in multiplier_tasks tasks; do
   if [[ -f "$out/$g/summary.csv" ]]; then python3 scripts/tables.py "$out/$g" --kind tasks > "$out/$g/tasks.md"; fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""multiplier.py: the token multiplier and the stability table of an `fbt ablate` grid (spec section 7).
+"""multiplier.py: the token multiplier of an `fbt ablate` grid (spec section 7).
 
     python3 scripts/multiplier.py OUT_DIR [--json FILE]
 
@@ -15,7 +15,7 @@ several token budgets, full-bandwidth runs at the smallest budget N. Prints mark
    decoding with true feedback (compared with the baselines' token-by-token curve on the same windows).
    n* outside the baselines' range is an extrapolation and is marked; a loss below the fit's floor E
    has no n* at all ("beyond the fit").
-3. Stability: each full-bandwidth run's contraction monitor, L(k) and delta_k at k = 1, 2, 3, 10, 30.
+(The stability table of the same runs: scripts/tables.py OUT_DIR --kind contraction.)
 
 Pure Python (no numpy). Exit status 1 with a message when the grid lacks what the fit needs.
 """
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
         print(f"multiplier.py: {a.out_dir}: the fit needs finished baselines (fuser none) at >= 3 token budgets; found {budgets}",
               file=sys.stderr)
         return 1
-    out = {"baselines": [], "fits": {}, "fbt": [], "stability": []}
+    out = {"baselines": [], "fits": {}, "fbt": []}
     print(f"## Token multiplier ({a.out_dir})\n")
     print("Baselines (fuser none), final validation loss, mean over seeds (min..max):\n")
     print("| tokens | seeds | pass-1 loss | token-by-token loss |")
@@ -145,19 +145,6 @@ def main(argv=None) -> int:
                 row.update({"n_star": ns, "multiplier": ns / n, "multiplier_matched_compute": ns / comp, "extrapolated": bool(flag)})
             out["fbt"].append(row)
             print(f"| {key} | {mix} | {n / 1e6:.4g}M | {comp / n:.3f} | {mode} | {L:.4f} {spread(ls)} | {cell} | {m1} | {m2} |")
-    print()
-    print("## Stability: contraction monitor of the full-bandwidth runs (final checkpoint, one fixed validation batch)\n")
-    ks = [1, 2, 3, 10, 30]
-    print("| run | pass mix | " + " | ".join(f"L({k})" for k in ks) + " | " + " | ".join(f"delta_{k}" for k in ks[1:]) + " |")
-    print("|---|---|" + "---:|" * (2 * len(ks) - 1))
-    for r in sorted(fbt, key=lambda r: r["name"]):
-        c = r["eval"].get("contraction")
-        if not c:
-            continue
-        L = [f"{c['loss'][k - 1]:.4f}" if k <= len(c["loss"]) else "-" for k in ks]
-        d = [f"{c['delta'][k - 1]:.2e}" if k <= len(c["delta"]) else "-" for k in ks[1:]]
-        print(f"| {r['name']} | {cfg(r, 'pass_mix')} | " + " | ".join(L) + " | " + " | ".join(d) + " |")
-        out["stability"].append({"name": r["name"], "pass_mix": cfg(r, "pass_mix"), "loss": c["loss"], "delta": c["delta"]})
     if a.json:
         with open(a.json + ".tmp", "w") as f:
             json.dump(out, f, indent=1)

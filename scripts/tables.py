@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """tables.py: markdown tables of an `fbt ablate` grid's results (docs/EXPERIMENTS.md).
 
-    python3 scripts/tables.py OUT_DIR --kind runs|tasks
+    python3 scripts/tables.py OUT_DIR --kind runs|tasks|contraction
 
   runs   one row per configuration (seeds averaged, min..max when several): token-equivalent compute,
          per-pass validation losses (pass k = fused(k-1) decoding), the token-by-token losses (standard,
          and soft = true feedback), the contraction monitor's L(k_max) and delta_k_max, decode ms/token.
+  contraction  stability (spec sections 3 and 6): every full-bandwidth run's contraction monitor at its
+         final checkpoint, L(k) and delta_k = rms(H_k - H_{k-1}) at k = 1, 2, 3, 10, 30.
   tasks  built-in tasks: per task, model and decoding mode, greedy accuracy and median trace length at
          each problem length (1x, 2x, 4x the training length), seeds averaged.
 
@@ -84,13 +86,26 @@ def tasks_table(res: list) -> None:
             print(f"| {key} | {len(rs)} | {mode} | " + " | ".join(cells) + " |")
 
 
+def contraction_table(res: list) -> None:
+    ks = [1, 2, 3, 10, 30]
+    print("| run | pass mix | " + " | ".join(f"L({k})" for k in ks) + " | " + " | ".join(f"delta_{k}" for k in ks[1:]) + " |")
+    print("|---|---|" + "---:|" * (2 * len(ks) - 1))
+    for r in res:
+        c = (r.get("eval") or {}).get("contraction")
+        if r.get("status") != "done" or not c:
+            continue
+        L = [f"{c['loss'][k - 1]:.4f}" if k <= len(c["loss"]) else "-" for k in ks]
+        d = [f"{c['delta'][k - 1]:.2e}" if k <= len(c["delta"]) else "-" for k in ks[1:]]
+        print(f"| {r['name']} | {r['config']['pass_mix']} | " + " | ".join(L) + " | " + " | ".join(d) + " |")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out_dir")
-    ap.add_argument("--kind", choices=["runs", "tasks"], default="runs")
+    ap.add_argument("--kind", choices=["runs", "tasks", "contraction"], default="runs")
     a = ap.parse_args(argv)
     res = load_results(a.out_dir, "tables.py")
-    (runs_table if a.kind == "runs" else tasks_table)(res)
+    {"runs": runs_table, "tasks": tasks_table, "contraction": contraction_table}[a.kind](res)
     return 0
 
 
