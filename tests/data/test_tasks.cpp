@@ -432,7 +432,7 @@ TEST(TaskDataset, BatchesPackDocumentsWithSepAndDocStart) {
   }
 }
 
-TEST(TaskDataset, EvalWindowsCoverTheFixedValidationSet) {
+TEST(TaskDataset, EvalWindowsArePackedLikeTrainingRows) {
   TaskDatasetOptions o;
   o.val_examples = 40;
   const TaskDataset ds(task("state_tracking", 4), o);
@@ -443,19 +443,37 @@ TEST(TaskDataset, EvalWindowsCoverTheFixedValidationSet) {
     expect.insert(expect.end(), t.begin(), t.end());
   }
   EXPECT_EQ(ds.val_stream(), expect);
-  const int T = 64, n = ds.num_eval_windows(T);
-  EXPECT_EQ(n, int((expect.size() - 1) / T));
-  std::vector<int> tok, tgt, covered;
+  // An independent packing, as sample_batch packs a training row: from example e, whole examples until
+  // the row holds T+1 tokens; the window is its first T+1; the next row starts at the next example.
+  const int T = 64;
+  std::vector<std::vector<int>> rows;
+  for (std::size_t e = 0; e < ds.val_examples().size();) {
+    std::vector<int> row;
+    while (row.size() < std::size_t(T) + 1 && e < ds.val_examples().size()) {
+      const std::vector<int> t = ds.val_examples()[e++].tokens();
+      row.insert(row.end(), t.begin(), t.end());
+    }
+    if (row.size() < std::size_t(T) + 1) break;
+    row.resize(std::size_t(T) + 1);
+    rows.push_back(row);
+  }
+  const int n = ds.num_eval_windows(T);
+  ASSERT_EQ(n, int(rows.size()));
+  ASSERT_GT(n, 5);
+  std::vector<int> tok, tgt;
   std::vector<std::uint8_t> fl;
   for (int i = 0; i < n; ++i) {
     ds.eval_window(i, T, tok, tgt, fl);
+    EXPECT_EQ(tok[0], kSep) << "window " << i << " starts at an example";
     for (int t = 0; t < T; ++t) {
-      EXPECT_EQ(tok[t], expect[std::size_t(i) * T + t]);
+      EXPECT_EQ(tok[t], rows[i][t]);
+      EXPECT_EQ(tgt[t], rows[i][t + 1]);
       EXPECT_EQ(fl[t], (t == 0 || tok[t] == kSep) ? 1 : 0);
     }
-    covered.insert(covered.end(), tgt.begin(), tgt.end());
   }
-  EXPECT_EQ(covered, std::vector<int>(expect.begin() + 1, expect.begin() + 1 + std::size_t(n) * T));
+  EXPECT_THROW(ds.eval_window(n, T, tok, tgt, fl), Error);
+  // A window longer than the whole set: none.
+  EXPECT_EQ(ds.num_eval_windows(int(expect.size())), 0);
   // A different validation seed gives a different set.
   o.val_seed = 1;
   EXPECT_NE(TaskDataset(task("state_tracking", 4), o).val_stream(), expect);

@@ -364,8 +364,12 @@ struct TaskDatasetOptions {
 /// Training row b: examples drawn from the caller's Rng are appended until the row holds T+1 tokens;
 /// the window is the first T+1 (so every row starts at a document start, and the last example of a
 /// row is cut, its rest discarded). Loss is taken at every position, prompt included. Validation: a
-/// fixed set of val_examples examples from Rng(val_seed), concatenated and cut into windows of T+1 at
-/// stride T (the last partial window dropped).
+/// fixed set of val_examples examples from Rng(val_seed), packed into windows exactly as training rows
+/// are: each window starts at an example and takes whole examples until it holds T+1 tokens, the rest
+/// of the example it cuts is dropped, and the next window starts at the following example (a last
+/// window that cannot be filled is dropped). Training and validation windows so have one distribution;
+/// cutting the stream at stride T instead would start almost every window in the middle of an example
+/// whose question lies in the previous window.
 class TaskDataset : public DataSource {
  public:
   explicit TaskDataset(TaskConfig cfg, TaskDatasetOptions opts = {}) : cfg_(std::move(cfg)), opts_(opts) {
@@ -374,9 +378,11 @@ class TaskDataset : public DataSource {
     if (opts_.val_examples < 0)
       throw Error("fbt: TaskDatasetOptions.val_examples must be >= 0 (got " + std::to_string(opts_.val_examples) + ")");
     val_examples_ = eval_examples(cfg_, opts_.val_examples, opts_.val_seed);
+    ex_off_.push_back(0);
     for (const Example& ex : val_examples_) {
       const std::vector<int> t = ex.tokens();
       val_.insert(val_.end(), t.begin(), t.end());
+      ex_off_.push_back(val_.size());
     }
   }
 
@@ -398,11 +404,30 @@ class TaskDataset : public DataSource {
     }
   }
 
-  int num_eval_windows(int T) const override { return detail::stream_num_windows(val_.size(), T); }
+  int num_eval_windows(int T) const override { return static_cast<int>(eval_window_starts(T).size()); }
 
   void eval_window(int i, int T, std::vector<int>& tokens, std::vector<int>& targets,
                    std::vector<std::uint8_t>& doc_start) const override {
-    detail::stream_window(val_, i, T, tokens, targets, doc_start);
+    const std::vector<std::size_t> starts = eval_window_starts(T);
+    FBT_ASSERT(i >= 0 && i < int(starts.size()), "eval_window: index " + std::to_string(i) + " out of range [0, " +
+                                                     std::to_string(starts.size()) + ") for T=" + std::to_string(T));
+    tokens.resize(T), targets.resize(T), doc_start.resize(T);
+    detail::fill_window(val_.data() + starts[i], T, tokens.data(), targets.data(), doc_start.data());
+  }
+
+  /// \brief Offsets in val_stream() of the validation windows of T+1 tokens, packed like training rows.
+  std::vector<std::size_t> eval_window_starts(int T) const {
+    FBT_ASSERT(T >= 1, "num_eval_windows: T must be >= 1 (got " + std::to_string(T) + ")");
+    std::vector<std::size_t> starts;
+    const std::size_t n = val_examples_.size(), need = std::size_t(T) + 1;
+    for (std::size_t s = 0; s < n;) {
+      std::size_t j = s;  // the last example the window takes (cut or exactly filled)
+      while (j < n && ex_off_[j + 1] - ex_off_[s] < need) ++j;
+      if (j == n) break;  // too few tokens left for a whole window
+      starts.push_back(ex_off_[s]);
+      s = j + 1;
+    }
+    return starts;
   }
 
   std::string describe() const override {
@@ -424,6 +449,7 @@ class TaskDataset : public DataSource {
   TaskDatasetOptions opts_;
   std::vector<Example> val_examples_;
   std::vector<int> val_;  // (N_val) the validation examples as one token stream
+  std::vector<std::size_t> ex_off_;  // (val_examples + 1) where each example starts in val_ (and the end)
 };
 
 }  // namespace fbt
