@@ -36,7 +36,8 @@
 #include "fbt/core/arena.hpp"
 #include "fbt/core/params.hpp"
 #include "fbt/core/rng.hpp"
-#include "fbt/layers/fuser.hpp"
+#include "fbt/backend/cpu.hpp"
+#include "fbt/layers/glu_fuser.hpp"
 #include "fbt/ops/activations.hpp"
 #include "fbt/ops/attention.hpp"
 #include "fbt/ops/linear.hpp"
@@ -171,32 +172,33 @@ void attention(benchmark::State& st, const Cfg& c, bool backward) {
 
 void fuser_glu(benchmark::State& st, const Cfg& c, bool backward) {
   const int N = c.N(), D = c.D;
-  ModelConfig mc;
-  mc.hidden_size = D, mc.num_attention_heads = c.NH, mc.num_key_value_heads = c.NKV, mc.intermediate_size = c.F;
-  mc.fuser = "glu", mc.glu_init = "fan_in";  // dense W_U, W_G (the default W_U = I is just as dense to the GEMM)
-  FeedbackFuser<float> fu(mc);
+  GluFuser<float> fu(FuserArgs{D}, GluInit::FanIn);  // dense W_U, W_G (the default W_U = I is just as dense to the GEMM)
   ParamStore<float> ps;
-  fu.declare(ps, mc);
+  fu.declare(ParamRegistry<float>(ps, "model.feedback."));
   ps.finalize();
   ps.init(1);
-  FeedbackFuser<float>::Shared sh;
-  FeedbackFuser<float>::Cache cache;
-  FeedbackFuser<float>::Scratch sc;
-  Arena<float> arena;
-  arena.build([&](Arena<float>& a) {
-    fu.alloc_shared(a, sh, N);
-    fu.alloc(a, cache, N);
-    fu.alloc_scratch(a, sc, N);
+  CpuBackend<float> be;
+  const Weights<float> w = host_weights(ps);
+  GluFuser<float>::PreCache pc{};
+  GluFuser<float>::Cache cache{};
+  HostBuffer<float> mem;
+  float *pre = nullptr, *dpre = nullptr;
+  lay_out_regions<float>(mem, [&](Regions<float>& r) {
+    pre = r.keep.take(std::size_t(N) * D), dpre = r.keep.take(std::size_t(N) * D);
+    Carver<float> t = r.temp();
+    fu.alloc_pre(be, r.keep, t, pc, N, true);
+    fu.alloc(be, r.keep, t, cache, N, true);
+    r.done(t);
   });
   auto s = rand_buf(std::size_t(N) * D, 21), e = rand_buf(std::size_t(N) * D, 22), du = rand_buf(std::size_t(N) * D, 23);
   AlignedVector<float> u(std::size_t(N) * D), ds(std::size_t(N) * D, 0.f), de(std::size_t(N) * D, 0.f);
   auto fwd = [&] {
-    fu.shared_forward(ps, sh, e.data(), N);
-    fu.forward(ps, sh, cache, s.data(), e.data(), u.data(), N);
+    fu.pre_forward(be, w, pc, e.data(), pre, N);
+    fu.forward(be, w, cache, s.data(), e.data(), pre, u.data(), N);
   };
   auto bwd = [&] {
-    fu.backward(ps, sh, cache, sc, du.data(), ds.data(), nullptr, s.data(), N);
-    fu.shared_backward(ps, sh, e.data(), de.data(), N);
+    fu.backward(be, w, cache, s.data(), e.data(), pre, du.data(), ds.data(), de.data(), dpre, N);
+    fu.pre_backward(be, w, pc, e.data(), dpre, de.data(), N);
   };
   fwd();
   if (backward) bwd();
@@ -242,8 +244,8 @@ void rope(benchmark::State& st, const Cfg& c, bool backward) {
   auto x = rand_buf(std::size_t(N) * QD, 41);
   AlignedVector<float> y(std::size_t(N) * QD, 0.f);
   for (auto _ : st) {
-    if (backward) rope_backward(smat(y.data(), N, QD), csmat(x.data(), N, QD), pos.data(), tab, c.NH);
-    else rope_forward(smat(y.data(), N, QD), csmat(x.data(), N, QD), pos.data(), tab, c.NH);
+    if (backward) rope_backward(smat(y.data(), N, QD), csmat(x.data(), N, QD), pos.data(), tab.view(), c.NH);
+    else rope_forward(smat(y.data(), N, QD), csmat(x.data(), N, QD), pos.data(), tab.view(), c.NH);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }

@@ -110,11 +110,15 @@ void save_init(const std::string& dir, const std::string& cfg) {
   for (const char* fuser : {"none", "glu"}) {
     Bench b = make_config(cfg);
     b.model.fuser = fuser;
-    Model<float> m(b.model, 1);
-    save_model(dir + "/" + cfg + "_" + fuser + ".safetensors", m);
+    with_model<float>(b.model, [&](auto tag) {
+      typename decltype(tag)::type m(b.model, 1);
+      save_model(dir + "/" + cfg + "_" + fuser + ".safetensors", m);
+    });
   }
   std::printf("{\"saved\": \"%s\", \"config\": \"%s\"}\n", dir.c_str(), cfg.c_str());
 }
+
+template <class M> void dump_check_model(const std::string& dir, const ModelConfig& c);
 
 /// Weights, a batch and fbt's results on it, for the PyTorch peer's exactness check (check_peer.py).
 void dump_check(const std::string& dir) {
@@ -122,7 +126,15 @@ void dump_check(const std::string& dir) {
   for (const char* fuser : {"none", "glu", "gated_add", "concat"}) {
     ModelConfig c = make_config("tiny").model;
     c.fuser = fuser, c.num_key_value_heads = 2, c.max_position_embeddings = 256;  // GQA too
-    Model<float> m(c, 7);
+    with_model<float>(c, [&](auto tag) { dump_check_model<typename decltype(tag)::type>(dir, c); });
+  }
+  std::printf("{\"dumped\": \"%s\"}\n", dir.c_str());
+}
+
+template <class M> void dump_check_model(const std::string& dir, const ModelConfig& c) {
+  const std::string fuser = c.fuser;
+  {
+    M m(c, 7);
     Rng pr(8);  // move every weight off its init so no term is trivially zero (W_s = 0, W_U = I, gains 1)
     for (const auto& s : m.params.specs())
       for (std::size_t i = 0; i < s.size; ++i) m.params.values()[s.offset + i] += float((s.shape.size() == 1 ? 0.2 : 0.02) * pr.normal());
@@ -132,10 +144,10 @@ void dump_check(const std::string& dir) {
     random_batch(r, B, T, tok, tgt);
     for (auto& p : prefix) p = int(r.below(T));
     prefix[0] = prefix[1] = 0;
-    Workspace<float> w;
+    Workspace<M> w;
     StepOptions o;
     o.K = K, o.lambda = 0.8, o.prefix = prefix.data();
-    if (std::string(fuser) == "none") o.K = 1;
+    if (fuser == "none") o.K = 1;
     m.params.zero_grad();
     const StepStats st = multipass_step(m, w, Batch{B, T, tok.data(), tgt.data(), nullptr}, o);
     nlohmann::json j{{"fuser", fuser}, {"B", B}, {"T", T}, {"K", o.K}, {"lambda", o.lambda}, {"tokens", tok}, {"targets", tgt},
@@ -145,10 +157,10 @@ void dump_check(const std::string& dir) {
       for (std::size_t i = 0; i < s.size; ++i) n2 += double(m.params.grads()[s.offset + i]) * m.params.grads()[s.offset + i];
       j["grad_norm"][s.name] = std::sqrt(n2);
     }
-    Decoder<float> dec(m, 256);
+    Decoder<M> dec(m, 256);
     const std::vector<int> prompt(tok.begin(), tok.begin() + 12);
     for (const char* mode : {"standard", "soft", "fused(1)"}) {
-      if (std::string(fuser) == "none" && std::string(mode) != "standard") continue;
+      if (fuser == "none" && std::string(mode) != "standard") continue;
       GenerateOptions g;
       g.mode = DecodeModeSpec::parse(mode), g.max_new_tokens = 16;
       j["greedy"][mode] = generate(dec, prompt, g);
@@ -157,7 +169,6 @@ void dump_check(const std::string& dir) {
     save_model(dir + "/check_" + fuser + ".safetensors", m);
     std::ofstream(dir + "/check_" + fuser + ".json") << j.dump() << "\n";
   }
-  std::printf("{\"dumped\": \"%s\"}\n", dir.c_str());
 }
 
 }  // namespace
@@ -201,17 +212,17 @@ int main(int argc, char** argv) try {
     ModelConfig mc = b.model;
     mc.fuser = "glu";
     Model<float> m(mc, 1);
-    Decoder<float> dec(m, 256);
+    Decoder<Model<float>> dec(m, 256);
     const int ctx = std::stoi(measure.substr(measure.rfind('_') + 1)), steps = 64;
     std::vector<int> prompt(ctx);
     for (int i = 0; i < ctx; ++i) prompt[i] = int(r.below(256));
     std::vector<float> ls(mc.vocab_size), lf(mc.vocab_size);
     Timing st, so;
     for (int rep = 0; rep < warmup + reps; ++rep) {
-      Sequence<float> a = dec.new_sequence(ctx + steps, DecodeModeSpec{}), c = dec.new_sequence(ctx + steps, DecodeModeSpec::parse("soft"));
+      auto a = dec.new_sequence(ctx + steps, DecodeModeSpec{}), c = dec.new_sequence(ctx + steps, DecodeModeSpec::parse("soft"));
       dec.prefill(a, prompt.data(), ctx, ls.data());
       dec.prefill(c, prompt.data(), ctx, lf.data());
-      Sequence<float>*pa = &a, *pc = &c;
+      auto *pa = &a, *pc = &c;
       for (int i = 0; i < steps; ++i) {
         int ta = argmax_token(ls.data(), mc.vocab_size), tc = argmax_token(lf.data(), mc.vocab_size);
         if (ta == 256) ta = 32;
@@ -237,12 +248,12 @@ int main(int argc, char** argv) try {
     ModelConfig mc = b.model;
     mc.fuser = "glu";
     Model<float> m(mc, 1);
-    Decoder<float> dec(m, 256);
+    Decoder<Model<float>> dec(m, 256);
     std::vector<float> logits(mc.vocab_size);
     if (measure == "prefill_fused1") {
       const int P = 128;
       t = time_it(warmup, reps, [&] {
-        Sequence<float> s = dec.new_sequence(P, DecodeModeSpec::parse("fused(1)"));
+        auto s = dec.new_sequence(P, DecodeModeSpec::parse("fused(1)"));
         dec.prefill(s, tok.data(), P, logits.data());
       });
       tokens_per_rep = P, flops_per_token = 2 * forward_flops_per_token(mc, P);
@@ -254,9 +265,9 @@ int main(int argc, char** argv) try {
       t = time_it(warmup, reps, [] {});
       t.ms.clear();
       for (int rep = 0; rep < warmup + reps; ++rep) {
-        Sequence<float> s = dec.new_sequence(ctx + steps, soft ? DecodeModeSpec::parse("soft") : DecodeModeSpec{});
+        auto s = dec.new_sequence(ctx + steps, soft ? DecodeModeSpec::parse("soft") : DecodeModeSpec{});
         dec.prefill(s, prompt.data(), ctx, logits.data());
-        Sequence<float>* sp = &s;
+        auto* sp = &s;
         const auto a = std::chrono::steady_clock::now();
         for (int i = 0; i < steps; ++i) {
           int next = argmax_token(logits.data(), mc.vocab_size);
@@ -270,8 +281,9 @@ int main(int argc, char** argv) try {
   } else {
     ModelConfig mc = b.model;
     mc.fuser = measure == "train" ? "none" : "glu";
-    Model<float> m(mc, 1);
-    ParallelStepper<float> step(m, threads);
+    with_model<float>(mc, [&](auto tag) {
+    typename decltype(tag)::type m(mc, 1);
+    ParallelStepper<typename decltype(tag)::type> step(m, threads);
     AdamWConfig adam;
     StepStats st;
     StepOptions o;
@@ -307,6 +319,7 @@ int main(int argc, char** argv) try {
     } else {
       throw Error("bench_e2e: unknown --measure \"" + measure + "\" (see --help)");
     }
+      });
   }
   const double med = t.q(0.5);
   const double tps = tokens_per_rep / (med / 1e3);

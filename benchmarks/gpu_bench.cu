@@ -1,4 +1,5 @@
-// benchmarks/gpu_bench.cu (gpu_bench): fbt's CUDA path on a GPU, the measures of scripts/gpu-check.sh.
+// benchmarks/gpu_bench.cu (gpu_bench): fbt on a GPU (fbt::BackendModel and fbt::Decoder over
+// fbt::cuda::CudaBackend), the measures of scripts/gpu-check.sh.
 //
 //   gpu_bench [--config 100m|small] [--batch B] [--seq T] [--steps N] [--warmup W] [--prompt P]
 //             [--decode-steps S] [--gemm fp32|tf32|bf16] [--measures train,kpass2,decode_standard,decode_soft]
@@ -20,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "fbt/cuda/model.cuh"
+#include "fbt/cuda/cuda.cuh"
 
 using namespace fbt;
 namespace fc = fbt::cuda;
@@ -66,11 +67,10 @@ void print(const std::string& measure, const std::vector<double>& ms, const std:
   std::fflush(stdout);
 }
 
-void bench_train(const std::string& measure, const Args& a, ModelConfig c, const std::string& dev) {
+template <class M> void bench_train(const std::string& measure, const Args& a, const ModelConfig& c, const std::string& dev) {
   const bool kpass = measure == "kpass2";
-  c.fuser = kpass ? "glu" : "none";
-  Model<float> m(c, 1);
-  fc::DeviceModel dm(m, fc::parse_gemm_mode(a.gemm));
+  M m(c, 1);
+  fc::DeviceModel<M> dm(m, fc::parse_gemm_mode(a.gemm));
   const int N = a.B * a.T;
   Rng data(2);
   std::vector<int> tokens(N), targets(N);
@@ -103,10 +103,11 @@ void bench_train(const std::string& measure, const Args& a, ModelConfig c, const
 }
 
 void bench_decode(const std::string& measure, const Args& a, ModelConfig c, const std::string& dev) {
+  using M = Model<float, GluFuser<float>>;
   c.fuser = "glu";
-  Model<float> m(c, 1);
-  fc::DeviceModel dm(m, fc::parse_gemm_mode(a.gemm));
-  fc::DeviceDecoder dec(dm);
+  M m(c, 1);
+  fc::DeviceModel<M> dm(m, fc::parse_gemm_mode(a.gemm));
+  fc::DeviceDecoder<M> dec(dm);
   const auto mode = DecodeModeSpec::parse(measure == "decode_soft" ? "soft" : "standard");
   Rng data(4);
   std::vector<int> prompt(a.prompt);
@@ -117,7 +118,7 @@ void bench_decode(const std::string& measure, const Args& a, ModelConfig c, cons
     auto s = dec.new_sequence(a.prompt + a.decode_steps + 1, mode);
     dec.prefill(s, prompt.data(), a.prompt, logits.data());
     int tok = argmax_token(logits.data(), c.vocab_size);
-    fc::DeviceSequence* sp = &s;
+    auto* sp = &s;
     const double t0 = now_ms();
     for (int i = 0; i < a.decode_steps; ++i) {
       dec.step(&sp, 1, &tok, logits.data());  // synchronises: the logits are on the host
@@ -166,9 +167,18 @@ int main(int argc, char** argv) {
       const std::string meas = a.measures.substr(from, to - from);
       from = to + 1;
       if (meas.empty()) continue;
-      if (meas == "train" || meas == "kpass2") bench_train(meas, a, c, dev);
-      else if (meas == "decode_standard" || meas == "decode_soft") bench_decode(meas, a, c, dev);
-      else throw Error("gpu_bench: unknown measure \"" + meas + "\"");
+      ModelConfig cm = c;
+      if (meas == "train") {
+        cm.fuser = "none";
+        bench_train<Model<float, NoFuser<float>>>(meas, a, cm, dev);
+      } else if (meas == "kpass2") {
+        cm.fuser = "glu";
+        bench_train<Model<float, GluFuser<float>>>(meas, a, cm, dev);
+      } else if (meas == "decode_standard" || meas == "decode_soft") {
+        bench_decode(meas, a, c, dev);
+      } else {
+        throw Error("gpu_bench: unknown measure \"" + meas + "\"");
+      }
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpu_bench: %s\n", e.what());

@@ -6,7 +6,7 @@
 // runs one K = 3 step (spec defaults: sigma 0.02, a uniform plain prefix per sequence and pass) and
 // prints each pass's loss and the gradient norms by part of the model; then trains 40 AdamW steps,
 // single-pass first and with the paper's after-start mix of 2 and 3 passes later, printing every pass's loss. With no file
-// it uses a small built-in text; pass ../shared/data/tinyshakespeare.txt (or any text) to use that.
+// it uses a small built-in text; give the path of any text file (e.g. tinyshakespeare) to train on it instead.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
               step_workspace_bytes(model, B, T, StepOptions{}) / 1e6, step_workspace_bytes(model, B, T, opt) / 1e6,
               [&] { StepOptions d = opt; d.detach = true; return step_workspace_bytes(model, B, T, d) / 1e6; }());
 
-  Workspace<float> ws;
+  Workspace<Model<float>> ws;
   model.params.zero_grad();
   const Batch batch = next_batch();
   const StepStats st = multipass_step(model, ws, batch, opt);

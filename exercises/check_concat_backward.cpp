@@ -7,7 +7,7 @@
 // f = sum_{n,o} w[n, o] u[n, o] (a fixed random w, so du = w), it checks every gradient twice:
 //   1. against central finite differences (tests/common/gradcheck.hpp: err = ||g - g_fd|| / max(||g||, ||g_fd||),
 //      PASS when err < 1e-6 and the gradient is not all zero; a correct backward gives ~1e-10);
-//   2. against fbt's own concat fuser (FeedbackFuser backward + shared_backward), to 1e-10 of its scale;
+//   2. against fbt's own concat fuser (ConcatFuser backward + pre_backward), to 1e-10 of its scale;
 // and that the gradients ACCUMULATE (+=) into pre-filled buffers. Exit status 0 iff every line says PASS.
 #include <cmath>
 #include <cstdio>
@@ -18,7 +18,7 @@
 #include <concat_backward.hpp>  // yours or the solution: chosen by the include path (see above)
 #include <common/gradcheck.hpp>  // tests/common/gradcheck.hpp: check_gradient, randn
 
-#include "fbt/layers/fuser.hpp"
+#include "fbt/layers/concat_fuser.hpp"
 
 using namespace fbt_course;
 
@@ -92,31 +92,32 @@ int main() {
     report(it.name, r.err < 1e-6 && std::sqrt(gn) > 1e-8, fmt("rel err %.2e   |g| %.3g", r.err, std::sqrt(gn)));
   }
 
-  std::printf("2. against fbt's FeedbackFuser (fuser concat; PASS: max diff < 1e-10 of the gradient's scale)\n");
-  fbt::ModelConfig cfg;
-  cfg.hidden_size = D, cfg.num_attention_heads = 2, cfg.num_key_value_heads = 1, cfg.fuser = "concat";
-  cfg.validate();
-  fbt::FeedbackFuser<double> fz(cfg);
+  std::printf("2. against fbt's ConcatFuser (fbt/layers/concat_fuser.hpp; PASS: max diff < 1e-10 of the gradient's scale)\n");
+  fbt::ConcatFuser<double> fz(fbt::FuserArgs{D});
   fbt::ParamStore<double> ps;
-  fz.declare(ps, cfg);
+  fz.declare(fbt::ParamRegistry<double>(ps, "model.feedback."));
   ps.finalize();
   std::copy(w_c.begin(), w_c.end(), ps.value("model.feedback.w_c.weight"));
   std::copy(g_s.begin(), g_s.end(), ps.value("model.feedback.state_norm.weight"));
   std::copy(g_g.begin(), g_g.end(), ps.value("model.feedback.gate_norm.weight"));
-  fbt::Arena<double> arena;
-  fbt::FeedbackFuser<double>::Shared sh;
-  fbt::FeedbackFuser<double>::Cache fc;
-  fbt::FeedbackFuser<double>::Scratch sc;
-  arena.build([&](fbt::Arena<double>& a) {
-    fz.alloc_shared(a, sh, N);
-    fz.alloc(a, fc, N);
-    fz.alloc_scratch(a, sc, N);
+  fbt::CpuBackend<double> be;
+  const fbt::Weights<double> wts = fbt::host_weights(ps);
+  fbt::HostBuffer<double> mem;
+  fbt::ConcatFuser<double>::PreCache pc{};
+  fbt::ConcatFuser<double>::Cache fc{};
+  double *pre = nullptr, *dpre = nullptr;
+  fbt::lay_out_regions<double>(mem, [&](fbt::Regions<double>& r) {
+    pre = r.keep.take(std::size_t(N) * D), dpre = r.keep.take(std::size_t(N) * D);
+    fbt::Carver<double> t = r.temp();
+    fz.alloc_pre(be, r.keep, t, pc, N, true);
+    fz.alloc(be, r.keep, t, fc, N, true);
+    r.done(t);
   });
   std::vector<double> u_lib(N * D), ds_lib(N * D, 0.0), de_lib(N * D, 0.0);
-  fz.shared_forward(ps, sh, e.data(), N);                                                // N_g(e), W_c[:, D:] N_g(e)
-  fz.forward(ps, sh, fc, s.data(), e.data(), u_lib.data(), N);                           // + W_c[:, :D] N_s(s)
-  fz.backward(ps, sh, fc, sc, w.data(), ds_lib.data(), de_lib.data(), s.data(), N);      // state side
-  fz.shared_backward(ps, sh, e.data(), de_lib.data(), N);                                // embedding side
+  fz.pre_forward(be, wts, pc, e.data(), pre, N);                                                       // N_g(e), W_c[:, D:] N_g(e)
+  fz.forward(be, wts, fc, s.data(), e.data(), pre, u_lib.data(), N);                                   // + W_c[:, :D] N_s(s)
+  fz.backward(be, wts, fc, s.data(), e.data(), pre, w.data(), ds_lib.data(), de_lib.data(), dpre, N);  // state side
+  fz.pre_backward(be, wts, pc, e.data(), dpre, de_lib.data(), N);                                      // embedding side
   auto lib = [&](const char* name) {
     const auto& sp = ps.spec(std::string("model.feedback.") + name);
     return std::vector<double>(ps.grads() + sp.offset, ps.grads() + sp.offset + sp.size);

@@ -5,7 +5,7 @@
 // Your task: write the body of concat_backward below. Then build and run your check:
 //     cmake --build build --target exercise_concat_backward_student
 //     build/exercises/check_concat_backward_student
-// It compares your gradients with central finite differences and with fbt's own FeedbackFuser.
+// It compares your gradients with central finite differences and with fbt's own ConcatFuser.
 // The reference solution is exercises/solutions/concat_backward.hpp: read it only after trying.
 #pragma once
 

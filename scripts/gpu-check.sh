@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# scripts/gpu-check.sh: fbt's CUDA path on a GPU machine (issue 5), in well under 8 minutes.
+# scripts/gpu-check.sh: fbt's CUDA backend on a GPU machine (issue 5), in well under 8 minutes.
 #
 #   bash scripts/gpu-check.sh              on a machine with an NVIDIA GPU, nvcc and PyTorch:
 #     1. configure + build (Release, CUDA: sm_90 SASS + compute_90 PTX) the CUDA targets only
 #        (test_cuda_gpu, gpu_bench) in build-gpu/;
-#     2. run the GPU tests (tests/cuda/test_gpu.cu: each kernel, the whole K-pass step, AdamW and
-#        decoding against the CPU path); a skipped test counts as a failure here (a GPU is expected);
+#     2. run the GPU tests (tests/cuda/test_gpu.cu: each kernel, the backend's reductions, and the
+#        library's K-pass step, AdamW and decoding on fbt::cuda::CudaBackend against the CPU backend); a
+#        skipped test counts as a failure here (a GPU is expected);
 #     3. run the benchmark (benchmarks/gpu_bench.cu: train-step tokens/s and decode ms/token at the
 #        ~100M-parameter config D 768, 12 layers, 12 heads, SwiGLU 2048, T 512, B 8, byte vocabulary)
 #        and the PyTorch eager peer on the same GPU (scripts/gpu_peer.py, reusing

@@ -15,10 +15,10 @@
 
 #include <unistd.h>
 
+#include "ablate.hpp"
 #include "fbt/io/npy.hpp"
-#include "fbt/run/ablate.hpp"
-#include "fbt/run/task_eval.hpp"
-#include "fbt/run/trainer.hpp"
+#include "fbt/train/task_eval.hpp"
+#include "fbt/train/trainer.hpp"
 
 using namespace fbt;
 
@@ -100,21 +100,27 @@ int cmd_train(Args a) {
     for (const auto& kv : a)
       if (std::find_if(std::begin(allowed), std::end(allowed), [&](const char* s) { return kv.first == s; }) == std::end(allowed))
         throw Error("fbt train --resume: --" + kv.first + " would change the run's math; only steps, cadence and output options may change");
-    auto t = Trainer<float>::resume(resume, [&](TrainConfig& c) {
-      const long before = c.steps;
-      for (const auto& kv : a) set_config_field(c, kv.first, kv.second);
-      if (c.steps != before)
-        std::fprintf(stderr, "note: steps %ld -> %ld also moves the LR schedule and the feedback start (both are set by the run's length)\n",
-                     before, c.steps);
+    with_model<float>(read_train_config(resume).model, [&](auto tag) {
+      using M = typename decltype(tag)::type;
+      auto t = Trainer<M>::resume(resume, [&](TrainConfig& c) {
+        const long before = c.steps;
+        for (const auto& kv : a) set_config_field(c, kv.first, kv.second);
+        if (c.steps != before)
+          std::fprintf(stderr, "note: steps %ld -> %ld also moves the LR schedule and the feedback start (both are set by the run's length)\n",
+                       before, c.steps);
+      });
+      std::fprintf(stderr, "resumed from %s at step %ld\n", resume.c_str(), t->step);
+      t->run(stderr);
     });
-    std::fprintf(stderr, "resumed from %s at step %ld\n", resume.c_str(), t->step);
-    t->run(stderr);
     return 0;
   }
   TrainConfig c = config.empty() ? TrainConfig{} : load_train_config_file(config);
   for (const auto& kv : a) set_config_field(c, kv.first, kv.second);
-  Trainer<float> t(c);
-  t.run(stderr);
+  validate(c);
+  with_model<float>(c.model, [&](auto tag) {
+    Trainer<typename decltype(tag)::type> t(c);
+    t.run(stderr);
+  });
   return 0;
 }
 
@@ -150,28 +156,32 @@ int cmd_eval(Args a) {
   const int monitor = int(detail::parse_long("monitor", take(a, "monitor", "30")));
   const std::string passes = take(a, "passes", "");
   no_leftovers(a, "eval");
-  Model<float> m = load_model<float>(model_path(ck));
-  c.model = m.cfg;
-  auto data = make_data_source(c);
-  const int K = passes.empty() ? (m.feedback() ? 3 : 1) : int(detail::parse_long("passes", passes));
-  Workspace<float> w;
-  std::printf("checkpoint %s: %zu parameters, fuser %s; data %s\n", ck.c_str(), m.params.size(), m.cfg.fuser.c_str(), data->describe().c_str());
-  const auto vl = evaluate_passes(m, w, *data, c.seq_len, K, windows);
-  for (int k = 0; k < K; ++k) std::printf("  pass %d validation loss %.4f%s\n", k + 1, vl[k], k == 0 ? "  (standard)" : "");
-  Decoder<float> dec(m, kSep);
-  if (seq_windows > 0) {
-    std::printf("  sequential (standard) loss %.4f\n", sequential_loss(dec, *data, c.seq_len, seq_windows, DecodeModeSpec{}));
-    if (m.feedback()) std::printf("  sequential (soft) loss %.4f\n", sequential_loss(dec, *data, c.seq_len, seq_windows, DecodeModeSpec::parse("soft")));
-  }
-  if (m.feedback() && monitor > 0) {
-    std::vector<int> tok, tgt;
-    std::vector<std::uint8_t> ds;
-    data->eval_window(0, c.seq_len, tok, tgt, ds);
-    const auto cc = contraction_monitor(m, w, Batch{1, c.seq_len, tok.data(), tgt.data(), ds.data()}, monitor);
-    std::printf("  contraction monitor (k: L(k), delta_k):");
-    for (std::size_t k = 0; k < cc.loss.size(); ++k) std::printf("%s %zu: %.4f %.2e", k % 5 ? "," : "\n   ", k + 1, cc.loss[k], cc.delta[k]);
-    std::printf("\n");
-  }
+  with_model<float>(read_model_config(model_path(ck)), [&](auto tag) {
+    using M = typename decltype(tag)::type;
+    M m = load_model<M>(model_path(ck));
+    c.model = m.cfg;
+    auto data = make_data_source(c);
+    const int K = passes.empty() ? (M::has_feedback ? 3 : 1) : int(detail::parse_long("passes", passes));
+    Workspace<M> w;
+    std::printf("checkpoint %s: %zu parameters, fuser %s; data %s\n", ck.c_str(), m.params.size(), m.cfg.fuser.c_str(), data->describe().c_str());
+    const auto vl = evaluate_passes(m, w, *data, c.seq_len, K, windows);
+    for (int k = 0; k < K; ++k) std::printf("  pass %d validation loss %.4f%s\n", k + 1, vl[k], k == 0 ? "  (standard)" : "");
+    Decoder<M> dec(m, kSep);
+    if (seq_windows > 0) {
+      std::printf("  sequential (standard) loss %.4f\n", sequential_loss(dec, *data, c.seq_len, seq_windows, DecodeModeSpec{}));
+      if (M::has_feedback)
+        std::printf("  sequential (soft) loss %.4f\n", sequential_loss(dec, *data, c.seq_len, seq_windows, DecodeModeSpec::parse("soft")));
+    }
+    if (M::has_feedback && monitor > 0) {
+      std::vector<int> tok, tgt;
+      std::vector<std::uint8_t> ds;
+      data->eval_window(0, c.seq_len, tok, tgt, ds);
+      const auto cc = contraction_monitor(m, w, Batch{1, c.seq_len, tok.data(), tgt.data(), ds.data()}, monitor);
+      std::printf("  contraction monitor (k: L(k), delta_k):");
+      for (std::size_t k = 0; k < cc.loss.size(); ++k) std::printf("%s %zu: %.4f %.2e", k % 5 ? "," : "\n   ", k + 1, cc.loss[k], cc.delta[k]);
+      std::printf("\n");
+    }
+  });
   return 0;
 }
 
@@ -198,18 +208,22 @@ int cmd_sample(Args a) {
   const int n = int(detail::parse_long("n", take(a, "n", "1")));
   no_leftovers(a, "sample");
   o.sampling.validate();
-  Model<float> m = load_model<float>(model_path(ck));
-  if (o.mode.mode != DecodeMode::Standard && !m.feedback()) {
-    std::fprintf(stderr, "note: %s is a baseline (fuser none); decoding in standard mode\n", ck.c_str());
-    o.mode = DecodeModeSpec{};
-  }
-  Decoder<float> dec(m, kSep);
-  std::vector<Request> reqs;
-  for (int i = 0; i < n; ++i) {
-    reqs.push_back({ByteTokenizer::encode_document(prompt), o});
-    reqs.back().opts.seed = o.seed + i;
-  }
-  const auto outs = generate_batch(dec, reqs);
+  std::vector<std::vector<int>> outs;
+  with_model<float>(read_model_config(model_path(ck)), [&](auto tag) {
+    using M = typename decltype(tag)::type;
+    M m = load_model<M>(model_path(ck));
+    if (o.mode.mode != DecodeMode::Standard && !M::has_feedback) {
+      std::fprintf(stderr, "note: %s is a baseline (fuser none); decoding in standard mode\n", ck.c_str());
+      o.mode = DecodeModeSpec{};
+    }
+    Decoder<M> dec(m, kSep);
+    std::vector<Request> reqs;
+    for (int i = 0; i < n; ++i) {
+      reqs.push_back({ByteTokenizer::encode_document(prompt), o});
+      reqs.back().opts.seed = o.seed + i;
+    }
+    outs = generate_batch(dec, reqs);
+  });
   for (int i = 0; i < n; ++i)
     std::printf("--- sample %d (%s, temperature %g, seed %llu)\n%s%s\n", i + 1, o.mode.name().c_str(), o.sampling.temperature,
                 (unsigned long long)(o.seed + i), prompt.c_str(), ByteTokenizer::decode_visible(outs[i]).c_str());
@@ -219,8 +233,8 @@ int cmd_sample(Args a) {
 // ------------------------------------------------------------------------------------------- demo
 struct DemoModel {
   std::string name;
-  std::unique_ptr<Trainer<float>> trainer;
   std::atomic<long> progress{0};
+  double tokens = 0, compute_tokens = 0;
   EvalReport eval;
   std::vector<TaskEvalResult> tasks;
   std::map<std::string, double> ms_per_token;
@@ -256,32 +270,33 @@ int cmd_demo(Args a) {
   cf.model.fuser = "glu", cf.out_dir = out_dir + "/fbt";
   // the demo owns its two run directories: a new demo replaces the last one's
   std::filesystem::remove_all(cb.out_dir), std::filesystem::remove_all(cf.out_dir);
-  models[0].trainer = std::make_unique<Trainer<float>>(cb);
-  models[1].trainer = std::make_unique<Trainer<float>>(cf);
+  Trainer<Model<float, NoFuser<float>>> trainer_b(cb);
+  Trainer<Model<float, GluFuser<float>>> trainer_f(cf);
   std::printf("fbt demo: %s (difficulty %d), %ld steps of %d x %d tokens each, both models on the same batches\n",
               base.data.c_str(), base.task_difficulty, base.steps, base.batch_size, base.seq_len);
-  std::printf("  baseline %zu parameters; full-bandwidth %zu (+ the fuser and N_in)\n", models[0].trainer->model.params.size(),
-              models[1].trainer->model.params.size());
+  std::printf("  baseline %zu parameters; full-bandwidth %zu (+ the fuser and N_in)\n", trainer_b.model.params.size(),
+              trainer_f.model.params.size());
   TaskConfig task{base.data.substr(5), base.task_difficulty, base.p_full, base.p_compressed, base.p_answer};
   const auto examples = eval_examples(task, n_examples, 20261202);
   const int max_bytes = max_solution_bytes(task) + 8;
   const auto t0 = std::chrono::steady_clock::now();
-  auto work = [&](DemoModel& d, std::vector<std::string> modes) {
+  auto work = [&](DemoModel& d, auto& trainer, std::vector<std::string> modes) {
     try {
-      d.trainer->progress_counter = &d.progress;
-      d.trainer->run(nullptr);
-      d.eval = d.trainer->evaluate();
-      Decoder<float>& dec = d.trainer->decoder();
+      trainer.progress_counter = &d.progress;
+      trainer.run(nullptr);
+      d.eval = trainer.evaluate();
+      auto& dec = trainer.decoder();
       for (const auto& md : modes) d.tasks.push_back(evaluate_task(dec, task, examples, DecodeModeSpec::parse(md), max_bytes));
       d.ms_per_token["standard"] = decode_ms_per_token(dec, DecodeModeSpec{}, 32, 96);
-      if (d.trainer->model.feedback()) d.ms_per_token["soft"] = decode_ms_per_token(dec, DecodeModeSpec::parse("soft"), 32, 96);
+      if (trainer.model.feedback()) d.ms_per_token["soft"] = decode_ms_per_token(dec, DecodeModeSpec::parse("soft"), 32, 96);
     } catch (const std::exception& e) {
       d.error = e.what();
     }
+    d.tokens = trainer.tokens, d.compute_tokens = trainer.compute_tokens;
     d.progress.store(-1);
   };
-  std::thread tb(work, std::ref(models[0]), std::vector<std::string>{"standard"});
-  std::thread tf(work, std::ref(models[1]), std::vector<std::string>{"standard", "soft", "fused(1)", "fused(2)"});
+  std::thread tb([&] { work(models[0], trainer_b, {"standard"}); });
+  std::thread tf([&] { work(models[1], trainer_f, {"standard", "soft", "fused(1)", "fused(2)"}); });
   const bool tty = isatty(fileno(stderr));
   for (int tick = 0;; ++tick) {
     const long pb = models[0].progress.load(), pf = models[1].progress.load();
@@ -332,10 +347,10 @@ int cmd_demo(Args a) {
   }
   std::printf("\n%d task examples (greedy, at most %d bytes each); training tokens %.3gM each; token-equivalent compute: baseline %.3gM, "
               "full-bandwidth %.3gM.\nThe decode timings ran while the other model was still working, so they are indicative only.\n",
-              n_examples, max_bytes, b.trainer->tokens / 1e6, b.trainer->compute_tokens / 1e6, f.trainer->compute_tokens / 1e6);
+              n_examples, max_bytes, b.tokens / 1e6, b.compute_tokens / 1e6, f.compute_tokens / 1e6);
   nlohmann::json j;
   for (const auto& d : models) {
-    nlohmann::json m{{"val_loss", d.eval.val_loss}, {"tokens", d.trainer->tokens}, {"compute_tokens", d.trainer->compute_tokens},
+    nlohmann::json m{{"val_loss", d.eval.val_loss}, {"tokens", d.tokens}, {"compute_tokens", d.compute_tokens},
                      {"ms_per_token", d.ms_per_token}};
     if (!std::isnan(d.eval.seq_loss_standard)) m["seq_loss_standard"] = d.eval.seq_loss_standard;
     if (!std::isnan(d.eval.seq_loss_soft)) m["seq_loss_soft"] = d.eval.seq_loss_soft;
@@ -441,30 +456,22 @@ int cmd_logits(Args a) {
   if (out.empty()) throw Error("fbt logits: --out FILE.npy is required");
   if (text.empty() == tf.empty()) throw Error("fbt logits: give exactly one of --text and --text_file");
   const std::string body = tf.empty() ? text : detail::read_file_bytes(tf, "logits");
-  Model<float> m = load_model<float>(model_path(ck));
-  const int K = passes.empty() ? (m.feedback() ? 3 : 1) : int(detail::parse_long("passes", passes));
-  if (K < 1 || (K > 1 && !m.feedback())) throw Error("fbt logits: --passes " + std::to_string(K) + ": a baseline has 1 pass, a full-bandwidth model >= 1");
+  std::vector<float> all;  // (K, T, V)
   std::vector<int> tok = ByteTokenizer::encode_document(body);
-  if (int(tok.size()) > m.cfg.max_position_embeddings) tok.resize(m.cfg.max_position_embeddings);
-  const int Tn = int(tok.size()), V = m.V;
-  std::vector<int> tgt(Tn, -1);
-  std::vector<std::uint8_t> ds(Tn);
-  for (int t = 0; t < Tn; ++t) ds[t] = (t == 0 || tok[t] == kSep) ? 1 : 0;
-  for (int t = 0; t + 1 < Tn; ++t) tgt[t] = tok[t + 1];
-  if (Tn < 2) throw Error("fbt logits: the text must hold at least one byte");
-  std::vector<float> all(std::size_t(K) * Tn * V);  // (K, T, V)
-  Workspace<float> w;
-  StepStats st;
-  for (int k = 1; k <= K; ++k) {
-    // pass k is the last pass of a k-pass forward. A forward-only step runs every pass in w.pass[0], so its
-    // final-norm states hf are pass k's; the logits are recomputed from them (the loss overwrote w.logits
-    // with probabilities): logits = hf W_head^T
-    StepOptions o;
-    o.K = k, o.backward = false;
-    multipass_step(m, w, Batch{1, Tn, tok.data(), tgt.data(), ds.data()}, o, st);
-    linear_forward(smat(all.data() + std::size_t(k - 1) * Tn * V, Tn, V), csmat(w.pass[0].hf, Tn, m.D),
-                   csmat(m.params.values() + m.head_offset(), V, m.D));
-  }
+  int K = 0, Tn = 0, V = 0;
+  with_model<float>(read_model_config(model_path(ck)), [&](auto tag) {
+    using M = typename decltype(tag)::type;
+    M m = load_model<M>(model_path(ck));
+    K = passes.empty() ? (M::has_feedback ? 3 : 1) : int(detail::parse_long("passes", passes));
+    if (K < 1 || (K > 1 && !M::has_feedback))
+      throw Error("fbt logits: --passes " + std::to_string(K) + ": a baseline has 1 pass, a full-bandwidth model >= 1");
+    if (int(tok.size()) > m.cfg.max_position_embeddings) tok.resize(m.cfg.max_position_embeddings);
+    Tn = int(tok.size()), V = m.V;
+    if (Tn < 2) throw Error("fbt logits: the text must hold at least one byte");
+    std::vector<std::uint8_t> ds(Tn);
+    for (int t = 0; t < Tn; ++t) ds[t] = (t == 0 || tok[t] == kSep) ? 1 : 0;
+    all = pass_logits(m, Batch{1, Tn, tok.data(), nullptr, ds.data()}, K);  // pass k = fused(k-1) prefill at every position
+  });
   save_npy(out, all.data(), Shape{long(K), long(Tn), long(V)});
   std::vector<std::int32_t> t32(tok.begin(), tok.end());
   const std::string tout = (out.size() > 4 && out.substr(out.size() - 4) == ".npy" ? out.substr(0, out.size() - 4) : out) + ".tokens.npy";

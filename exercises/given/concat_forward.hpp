@@ -8,8 +8,8 @@
 //
 // s (N, D): the fed-back states (already shifted); e (N, D): the token embeddings; u (N, D): the fused
 // input (before N_in). W_c (D, 2D) row-major, stored (out, in) like nn.Linear: its LEFT half multiplies
-// N_s(s), its RIGHT half N_g(e). The library computes the same thing in FeedbackFuser (fbt/layers/fuser.hpp),
-// split into an e-only part (shared_forward) and a per-pass part (forward); here it is one function.
+// N_s(s), its RIGHT half N_g(e). The library computes the same thing in ConcatFuser (fbt/layers/concat_fuser.hpp),
+// split into an e-only precompute (pre_forward) and a per-pass part (forward); here it is one function.
 // Written as plain loops so every index is visible.
 #pragma once
 

@@ -6,7 +6,7 @@
 //                   dX += dZ_j A,  dA += dZ_j^T X          (N, D) (D, D);  (D, N) (N, D)
 //                   dW += dZ_j^T S_j,  dS_j = dZ_j W       only for j >= 2 (pass 1 is plain)
 //                   carry_{j-1}[b, t-1] = dS_j[b, t]       shift_right's backward: dH_{j-1}[:, t] += dS[:, t+1]
-// The library does the same with Model::pass_backward and fbt::shift_right_backward (fbt/ops/shift.hpp).
+// The library does the same with PassRunner::pass_backward (fbt/model/pass.hpp) and fbt::shift_right_backward (fbt/ops/shift.hpp).
 #pragma once
 
 #include <vector>

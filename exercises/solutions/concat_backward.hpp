@@ -7,7 +7,7 @@
 //   dns = du W_c[:, :D]         dng = du W_c[:, D:]                    (N, D) = (N, D) (D, D)
 //   RMSNorm y = xhat * g, xhat = x * r, r = 1 / sqrt(mean(x^2) + eps), per row:
 //     dg += sum_n dy * xhat;    dx += r * (dxhat - xhat * mean_c(dxhat * xhat)),  dxhat = dy * g
-// Same math as FeedbackFuser::backward + shared_backward (fbt/layers/fuser.hpp), written as loops.
+// Same math as ConcatFuser::backward + pre_backward (fbt/layers/concat_fuser.hpp), written as loops.
 #pragma once
 
 #include <vector>

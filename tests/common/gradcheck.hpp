@@ -11,38 +11,14 @@
 #include <functional>
 #include <vector>
 
+#include "fbt/check/gradcheck.hpp"
 #include "fbt/core/rng.hpp"
 
 namespace fbt_test {
 
-struct GradCheck {
-  double err = 0;      ///< normwise relative error
-  double max_abs = 0;  ///< max |analytic - fd|
-  double norm = 0;     ///< ||fd||_2 (a check against an all-zero gradient)
-};
-
-/// f() reads x (which the check perturbs in place); grad is the analytic gradient of f at x.
-inline GradCheck check_gradient(const std::function<double()>& f, double* x, const double* grad, std::size_t n, double h = 1e-5) {
-  double diff2 = 0, a2 = 0, n2 = 0, mx = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const double x0 = x[i];
-    x[i] = x0 + h;
-    const double fp = f();
-    x[i] = x0 - h;
-    const double fm = f();
-    x[i] = x0;
-    const double fd = (fp - fm) / (2 * h);
-    diff2 += (grad[i] - fd) * (grad[i] - fd);
-    a2 += grad[i] * grad[i];
-    n2 += fd * fd;
-    mx = std::max(mx, std::abs(grad[i] - fd));
-  }
-  GradCheck r;
-  r.err = std::sqrt(diff2) / std::max({std::sqrt(a2), std::sqrt(n2), 1e-12});
-  r.max_abs = mx;
-  r.norm = std::sqrt(n2);
-  return r;
-}
+// The checker itself is the library's (fbt/check/gradcheck.hpp), the one researchers use on their own layers.
+using fbt::check_gradient;
+using fbt::GradCheck;
 
 /// Fill with N(0, std^2) from a seeded fbt::Rng.
 template <class T> void randn(T* p, std::size_t n, fbt::Rng& rng, double std = 1.0, double mean = 0.0) {

@@ -8,6 +8,8 @@
 // - expect_store_grads: finite differences over every tensor of a ParamStore (one report line each)
 //   and over the whole flat store, against an analytic gradient taken from ps.grads().
 // - pass_tables: the pos / first tables of a PassShape, optionally with document boundaries.
+// - LayerRig: one layer (any type with the layer contract) with its own ParamStore, scoped names and
+//   cache, laid out for (B, T) on the CPU backend.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -18,7 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "fbt/backend/cpu.hpp"
 #include "fbt/core/params.hpp"
+#include "fbt/layers/common.hpp"
 #include "gradcheck.hpp"
 
 namespace fbt_test {
@@ -118,5 +122,31 @@ inline PassTables pass_tables(int B, int Tn, const std::vector<std::vector<int>>
   }
   return p;
 }
+
+/// One layer with its own store (names under `scope`) and one pass's cache (keep + temporaries), on the
+/// CPU backend. Not copyable: the cache points into its buffer.
+template <class Layer> struct LayerRig {
+  using T = typename Layer::Scalar;
+  Layer layer;
+  fbt::ParamStore<T> ps;
+  fbt::CpuBackend<T> be;
+  fbt::HostBuffer<T> mem;
+  typename Layer::Cache cache{};
+  PassTables tabs;
+  int B, Tn;
+  LayerRig(Layer l, const std::string& scope, int b, int t, PassTables tb, bool grad = true) : layer(std::move(l)), tabs(std::move(tb)), B(b), Tn(t) {
+    layer.declare(fbt::ParamRegistry<T>(ps, scope));
+    ps.finalize();
+    fbt::lay_out_regions<T>(mem, [&](fbt::Regions<T>& r) {
+      fbt::Carver<T> tmp = r.temp();
+      layer.alloc(be, r.keep, tmp, cache, B, Tn, grad);
+      r.done(tmp);
+    });
+  }
+  LayerRig(const LayerRig&) = delete;
+  int N() const { return B * Tn; }
+  fbt::Weights<T> w() { return fbt::host_weights(ps); }
+  fbt::PassShape shape() const { return fbt::PassShape{B, Tn, tabs.pos.data(), tabs.first.data()}; }
+};
 
 }  // namespace fbt_test

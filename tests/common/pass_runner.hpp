@@ -1,6 +1,6 @@
-// tests/common/pass_runner.hpp: run the passes of a step one at a time through the Model's pass API,
-// with chosen source states, so tests can build the objective a knob defines (detach, grad_passes) and
-// read every pass's top states.
+// tests/common/pass_runner.hpp: run the passes of a step one at a time through the pass API
+// (fbt::PassRunner), with chosen source states, so tests can build the objective a knob defines
+// (detach, grad_passes) and read every pass's top states.
 #pragma once
 
 #include <vector>
@@ -18,53 +18,59 @@ struct PassRun {
 
 /// Runs K passes in order. Pass j >= 1 is fed the source state `fixed[j]` when fixed[j] is non-empty,
 /// else the previous pass's own source state (the ordinary chain). Noise-free.
-template <class T>
-PassRun run_passes(fbt::Model<T>& m, const fbt::Batch& b, int K, const std::vector<int>* prefix = nullptr,
-                   const std::vector<std::vector<T>>* fixed = nullptr) {
-  fbt::Workspace<T> w;
-  m.prepare(w, b.B, b.T, 1, false);
-  m.begin_batch(w, b.tokens, b.doc_start);
+template <class M>
+PassRun run_passes(M& m, const fbt::Batch& b, int K, const std::vector<int>* prefix = nullptr,
+                   const std::vector<std::vector<typename M::Scalar>>* fixed = nullptr) {
+  using T = typename M::Scalar;
+  fbt::CpuBackend<T> be;
+  fbt::Workspace<M> w;
+  fbt::PassRunner<M> run(be, m, m.weights(), w);
+  run.prepare(b.B, b.T, 1, false);
+  run.begin_batch(b.tokens, b.doc_start, b.targets);
   const int N = b.B * b.T, D = m.D;
-  if (K > 1) m.fuser.shared_forward(m.params, w.fshared, w.e, N);
+  if (K > 1) run.precompute();
   PassRun r;
   std::vector<T> prev;
   auto& p = w.pass[0];
   for (int j = 0; j < K; ++j) {
     if (j == 0) {
-      m.plain_input(w, p);
-    } else {
+      run.plain_input(p);
+    } else if constexpr (M::has_feedback) {
       const std::vector<T>& src = (fixed && !(*fixed)[j].empty()) ? (*fixed)[j] : prev;
-      m.fused_input(w, p, src.data(), nullptr, prefix ? prefix->data() + std::size_t(j) * b.B : nullptr);
+      run.fused_input(p, src.data(), nullptr, prefix ? prefix->data() + std::size_t(j) * b.B : nullptr);
     }
     r.x0.emplace_back(p.res[0], p.res[0] + std::size_t(N) * D);
-    m.stack_forward(w, p);
+    run.stack_forward(p);
     r.hf.emplace_back(p.hf, p.hf + std::size_t(N) * D);
-    const T* s = m.source_state(p);
+    const T* s = run.source(p);
     prev.assign(s, s + std::size_t(N) * D);
     r.source.emplace_back(prev.begin(), prev.end());
-    const auto sc = m.head_forward(w, p, b.targets, 0.0);
+    const auto sc = run.head_forward(p, 0.0);
     r.loss.push_back(sc.second ? sc.first / double(sc.second) : 0.0);
   }
   return r;
 }
 
 /// Runs the stack on given layer-0 inputs X (N*D) (no cache, one full forward); returns hf and the source states.
-template <class T>
-std::pair<std::vector<double>, std::vector<double>> forward_inputs(fbt::Model<T>& m, const fbt::Batch& b, const std::vector<T>& X) {
-  fbt::Workspace<T> w;
-  m.prepare(w, b.B, b.T, 1, false);
-  m.begin_batch(w, b.tokens, b.doc_start);
+template <class M>
+std::pair<std::vector<double>, std::vector<double>> forward_inputs(M& m, const fbt::Batch& b, const std::vector<typename M::Scalar>& X) {
+  using T = typename M::Scalar;
+  fbt::CpuBackend<T> be;
+  fbt::Workspace<M> w;
+  fbt::PassRunner<M> run(be, m, m.weights(), w);
+  run.prepare(b.B, b.T, 1, false);
+  run.begin_batch(b.tokens, b.doc_start, b.targets);
   auto& p = w.pass[0];
   std::copy(X.begin(), X.end(), p.res[0]);
-  m.stack_forward(w, p);
+  run.stack_forward(p);
   const std::size_t ND = std::size_t(b.B) * b.T * m.D;
-  const T* s = m.source_state(p);
+  const T* s = run.source(p);
   return {std::vector<double>(p.hf, p.hf + ND), std::vector<double>(s, s + ND)};
 }
 
 /// Logits of row n from final-norm states hf (the head: tied embedding or lm_head).
-template <class T> std::vector<double> head_logits(const fbt::Model<T>& m, const std::vector<double>& hf, std::size_t n) {
-  const T* W = m.params.values() + m.head_offset();
+template <class M> std::vector<double> head_logits(const M& m, const std::vector<double>& hf, std::size_t n) {
+  const auto* W = m.params.values() + m.head_offset();
   std::vector<double> out(m.V, 0.0);
   for (int v = 0; v < m.V; ++v)
     for (int c = 0; c < m.D; ++c) out[v] += double(W[std::size_t(v) * m.D + c]) * hf[n * m.D + c];
@@ -74,7 +80,8 @@ template <class T> std::vector<double> head_logits(const fbt::Model<T>& m, const
 /// Naive token-by-token decoding with true feedback, teacher-forced: position t's input uses the top
 /// state the model produced at t-1 (plain at t < max(p, 1) and at document starts). Built by T passes:
 /// pass i feeds the true states of positions < i, which fixes position i (the stack is causal).
-inline std::vector<double> sequential_states(fbt::Model<double>& m, const fbt::Batch& b, const std::vector<int>& prefix_row) {
+template <class M> std::vector<double> sequential_states(M& m, const fbt::Batch& b, const std::vector<int>& prefix_row) {
+  static_assert(std::is_same<typename M::Scalar, double>::value, "sequential_states runs in double");
   const int N = b.B * b.T, D = m.D;
   std::vector<std::vector<double>> fixed(2);
   fixed[1].assign(std::size_t(N) * D, 0.0);

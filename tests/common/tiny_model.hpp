@@ -18,7 +18,8 @@ inline fbt::ModelConfig tiny_config(const std::string& fuser = "glu") {
 
 /// Moves every parameter away from its init (gains 1 + N(0, 0.2^2), others N(0, 0.3^2)), so that no
 /// gradient is accidentally zero or symmetric (W_s = 0, W_U = I, gains = 1 at init).
-template <class T> void randomize(fbt::Model<T>& m, std::uint64_t seed) {
+template <class M> void randomize(M& m, std::uint64_t seed) {
+  using T = typename M::Scalar;
   fbt::Rng rng(seed);
   for (const auto& s : m.params.specs()) {
     T* p = m.params.values() + s.offset;

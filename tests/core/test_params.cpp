@@ -70,17 +70,35 @@ TEST(ModelParams, UseQwen3NamesAndShapes) {
   EXPECT_EQ(m.params.spec("model.layers.1.self_attn.q_norm.weight").shape, (Shape{8}));
   c.tie_word_embeddings = false;
   c.fuser = "none";
-  Model<double> u(c, 0);
+  Model<double, NoFuser<double>> u(c, 0);
   EXPECT_TRUE(u.params.has("lm_head.weight"));
   EXPECT_FALSE(u.params.has("model.feedback.in_norm.weight"));
   c.fuser = "gated_add";
-  Model<double> g(c, 0);
+  Model<double, GatedAddFuser<double>> g(c, 0);
   EXPECT_EQ(g.params.spec("model.feedback.w_g.weight").shape, (Shape{32, 64}));
   EXPECT_EQ(g.params.spec("model.feedback.w_g.bias").shape, (Shape{32}));
   EXPECT_TRUE(g.params.has("model.feedback.state_norm.weight"));
   c.fuser = "concat";
-  Model<double> cc(c, 0);
+  Model<double, ConcatFuser<double>> cc(c, 0);
   EXPECT_EQ(cc.params.spec("model.feedback.w_c.weight").shape, (Shape{32, 64}));
+}
+
+TEST(ParamRegistry, ScopesNamesAndSharesConstantsByKey) {
+  ParamStore<float> ps;
+  const ParamRegistry<float> root(ps), layer = root.scope("model").scope("layers").scope("3");
+  EXPECT_EQ(layer.prefix(), "model.layers.3.");
+  const std::size_t w = layer.scope("mlp").add("up_proj.weight", {4, 2}, Init::Normal, 0.02);
+  EXPECT_TRUE(ps.has("model.layers.3.mlp.up_proj.weight"));
+  EXPECT_EQ(w, 0u);
+  int fills = 0;
+  const auto fill = [&](float* p) { ++fills, p[0] = 7.f, p[1] = 8.f; };
+  const std::size_t a = root.constant("table", 2, fill), b = layer.constant("table", 2, fill), c = root.constant("other", 3, fill);
+  EXPECT_EQ(a, b) << "one constant per key, whoever asks";
+  EXPECT_NE(a, c);
+  EXPECT_EQ(fills, 2);
+  ps.finalize();
+  EXPECT_EQ(ps.constants()[a + 1], 8.f);
+  EXPECT_EQ(ps.specs().size(), 1u) << "constants are not parameters";
 }
 
 TEST(ModelParams, InitFollowsTheSpec) {
@@ -113,13 +131,13 @@ TEST(ModelParams, InitFollowsTheSpec) {
   // concat: [0 | I]; gated_add: W_s = 0
   c.glu_init = "default";
   c.fuser = "concat";
-  Model<double> cc(c, 3);
+  Model<double, ConcatFuser<double>> cc(c, 3);
   const double* wc = cc.params.value("model.feedback.w_c.weight");
   EXPECT_EQ(wc[0 * 256 + 0], 0.0);
   EXPECT_EQ(wc[0 * 256 + 128], 1.0);
   EXPECT_EQ(wc[5 * 256 + 133], 1.0);
   c.fuser = "gated_add";
-  Model<double> ga(c, 3);
+  Model<double, GatedAddFuser<double>> ga(c, 3);
   const auto& ws = ga.params.spec("model.feedback.w_s.weight");
   for (std::size_t i = 0; i < ws.size; ++i) ASSERT_EQ(ga.params.values()[ws.offset + i], 0.0);
 }

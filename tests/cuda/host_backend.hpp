@@ -1,22 +1,28 @@
-// tests/cuda/host_backend.hpp: a host implementation of the engine's backend (include/fbt/cuda/engine.cuh).
+// tests/cuda/host_backend.hpp: fbt_test::HostBackend, a host implementation of the backend contract
+// (include/fbt/backend/backend.hpp) with the CUDA kernels' contracts (include/fbt/cuda/kernels.cuh).
 //
-// Plain loops with the CUDA kernels' contracts (same arguments, same accumulate-or-write rules, same
-// algorithms where they differ from the CPU kernels: attention keeps only the logsumexp and recomputes
-// the probabilities in backward). Fresh buffers are filled with NaN (ints with a huge value, pointers
-// with null), like uninitialised device memory, so that the engine's reliance on any zero fill shows
-// up as a NaN in the comparison with the CPU path. It lets the whole K-pass step and the decoder of
-// the CUDA path run, and be checked, on machines without a GPU.
+// Plain loops with the same arguments, the same accumulate-or-write rules and the same algorithms as the
+// CUDA kernels where they differ from the CPU's: attention keeps only the logsumexp (B, NH, T) as its
+// state, uses a (B, NH, T) scratch (Dt = rowsum(dO * O)) and recomputes the probabilities in backward,
+// so the shared code is checked with a backend whose attention keeps a different state than the CPU's.
+// Fresh buffers are filled with NaN (ints with a huge value, pointers with null), like uninitialised
+// device memory, so that any reliance of the shared code on a zero fill shows up as a NaN in the
+// comparison with the CPU. GEMM operands may be rounded to bf16 (the CUDA backend's GemmMode::bf16).
+// It lets the library's K-pass step, optimizer and decoder run over a CUDA-like backend, and be
+// checked, on machines without a GPU.
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "fbt/backend/backend.hpp"
+#include "fbt/core/rng.hpp"
 #include "fbt/ops/gemm.hpp"
 
 namespace fbt_test {
@@ -33,9 +39,6 @@ template <class U> class HostBuf {
   HostBuf() = default;
   explicit HostBuf(std::size_t n) { resize(n); }
   void resize(std::size_t n) { v_.assign(n, garbage<U>()); }
-  void reserve(std::size_t n) {
-    if (n > v_.size()) resize(n);
-  }
   U* data() { return v_.data(); }
   const U* data() const { return v_.data(); }
   std::size_t size() const { return v_.size(); }
@@ -55,17 +58,20 @@ inline float round_bf16(float x) {
 }
 
 struct HostBackend {
+  using Scalar = float;
   template <class U> using Buf = HostBuf<U>;
+  static constexpr const char* name = "host";
   /// bf16: round both operands of every product to bf16 first (the CUDA backend's GemmMode::bf16).
   explicit HostBackend(bool bf16_operands = false) : bf16(bf16_operands) {}
   bool bf16 = false;
-  long launches = 0;  // number of kernel-like calls (for a sanity check that work happened)
+  long launches = 0;  ///< kernel-like calls so far (a test's check that the work ran here)
 
   template <class U> void upload(U* dst, const U* src, std::size_t n) { std::copy(src, src + n, dst); }
   template <class U> void download(U* dst, const U* src, std::size_t n) { std::copy(src, src + n, dst); }
-  template <class U> void copy(U* dst, const U* src, std::size_t n) { std::memmove(static_cast<void*>(dst), src, n * sizeof(U)); }
+  template <class U> void copy(U* dst, const U* src, std::size_t n) {
+    if (n && dst != src) std::memmove(static_cast<void*>(dst), static_cast<const void*>(src), n * sizeof(U));
+  }
   template <class U> void zero(U* p, std::size_t n) { std::fill(p, p + n, U{}); }
-  template <class U> void poison(U* p, std::size_t n) { std::fill(p, p + n, garbage<U>()); }
   void sync() {}
 
   void gemm(float* C, long ldc, const float* A, long lda, bool tA, const float* B, long ldb, bool tB, long M, long N, long K, bool acc) {
@@ -117,9 +123,10 @@ struct HostBackend {
       }
     }
   }
-  void rope_forward(float* out, const float* inp, const int* pos, const float* cs, const float* sn, int R, int NH, int hs) {
+  void rope_forward(float* out, const float* inp, const int* pos, const fbt::RopeView<float>& tab, int R, int NH) {
     ++launches;
-    const int half = hs / 2;
+    const int half = tab.half, hs = 2 * half;
+    const float *cs = tab.cos, *sn = tab.sin;
     for (int n = 0; n < R; ++n)
       for (int h = 0; h < NH; ++h)
         for (int i = 0; i < half; ++i) {
@@ -130,9 +137,10 @@ struct HostBackend {
           out[base + i + half] = x2 * c + x1 * s;
         }
   }
-  void rope_backward(float* dinp, const float* dout, const int* pos, const float* cs, const float* sn, int R, int NH, int hs) {
+  void rope_backward(float* dinp, const float* dout, const int* pos, const fbt::RopeView<float>& tab, int R, int NH) {
     ++launches;
-    const int half = hs / 2;
+    const int half = tab.half, hs = 2 * half;
+    const float *cs = tab.cos, *sn = tab.sin;
     for (int n = 0; n < R; ++n)
       for (int h = 0; h < NH; ++h)
         for (int i = 0; i < half; ++i) {
@@ -143,7 +151,10 @@ struct HostBackend {
           dinp[base + i + half] += dy2 * c - dy1 * s;
         }
   }
-  /// Attention with the logsumexp only (the CUDA kernels' contract).
+  /// The state: the logsumexp of each query row's scaled scores (B, NH, T); the scratch: Dt (B, NH, T).
+  static std::size_t attention_state_size(int B, int T, int NH) { return std::size_t(B) * NH * T; }
+  static std::size_t attention_scratch_size(int B, int T, int NH) { return std::size_t(B) * NH * T; }
+  /// Attention that keeps the logsumexp only (the CUDA kernels' contract).
   void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, const int* first, int B, int T, int NH, int NKV,
                          int hs) {
     ++launches;
@@ -171,6 +182,7 @@ struct HostBackend {
           lse[(std::size_t(b) * NH + h) * T + i] = m + std::log(l);
         }
   }
+  /// Accumulates dq, dk, dv (as the CUDA kernels do); recomputes p = exp(s - lse); Dt overwritten.
   void attention_backward(float* dq, float* dk, float* dv, float* Dt, const float* dout, const float* out, const float* lse, const float* q,
                           const float* k, const float* v, const int* first, int B, int T, int NH, int NKV, int hs) {
     ++launches;
@@ -206,8 +218,9 @@ struct HostBackend {
           }
         }
   }
-  void attention_decode(float* out, const float* q, const float* const* kc, const float* const* vc, const int* len1, const int* cap, int /*max_len1*/,
-                        int layer, int R, int NH, int NKV, int hs) {
+  /// kc[r], vc[r]: sequence r's (capacity, KD) cache of this layer.
+  void attention_decode(float* out, const float* q, const float* const* kc, const float* const* vc, const int* len1, int /*max_len1*/, int R,
+                        int NH, int NKV, int hs) {
     ++launches;
     const int KD = NKV * hs, QD = NH * hs, group = NH / NKV;
     const float scale = 1.f / std::sqrt(float(hs));
@@ -216,8 +229,8 @@ struct HostBackend {
       std::vector<float> p(n);
       for (int h = 0; h < NH; ++h) {
         const int kh = h / group;
-        const float* K = kc[r] + std::size_t(layer) * cap[r] * KD + kh * hs;
-        const float* V = vc[r] + std::size_t(layer) * cap[r] * KD + kh * hs;
+        const float* K = kc[r] + kh * hs;
+        const float* V = vc[r] + kh * hs;
         float m = -INFINITY, sum = 0;
         for (int j = 0; j < n; ++j) {
           float acc = 0;
@@ -233,11 +246,11 @@ struct HostBackend {
       }
     }
   }
-  void kv_append(float* const* kc, float* const* vc, const float* k, const float* v, const int* pos, const int* cap, int layer, int R, int KD) {
+  void kv_append(float* const* kc, float* const* vc, const float* k, const float* v, const int* pos, int R, int KD) {
     ++launches;
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < KD; ++c) {
-        const std::size_t at = (std::size_t(layer) * cap[r] + pos[r]) * KD + c;
+        const std::size_t at = std::size_t(pos[r]) * KD + c;
         kc[r][at] = k[std::size_t(r) * KD + c], vc[r][at] = v[std::size_t(r) * KD + c];
       }
   }
@@ -280,6 +293,10 @@ struct HostBackend {
     for (std::size_t i = 0; i < n; ++i) y[i] = b == 0.f ? a * x[i] : a * x[i] + b * y[i];
   }
   void add(float* y, const float* x, std::size_t n) { axpby(y, 1.f, x, 1.f, n); }
+  void scale(float* x, double s, std::size_t n) {
+    ++launches;
+    for (std::size_t i = 0; i < n; ++i) x[i] = float(double(x[i]) * s);
+  }
   void copy_plain_rows(float* dst, const float* src, const float* mask, int R, int C) {
     ++launches;
     for (int r = 0; r < R; ++r)
@@ -300,11 +317,11 @@ struct HostBackend {
     for (std::size_t i = 0; i < std::size_t(B) * T * C; ++i)
       if ((i / C) % T != std::size_t(T - 1)) dinp[i] += dout[i + C];
   }
-  void embedding_forward(float* out, const int* tokens, const float* E, int N, int C) {
+  void embedding_forward(float* out, const int* tokens, const float* E, int N, int /*V: checked on the host*/, int C) {
     ++launches;
     for (int n = 0; n < N; ++n) std::copy(E + std::size_t(tokens[n]) * C, E + std::size_t(tokens[n] + 1) * C, out + std::size_t(n) * C);
   }
-  void embedding_backward(float* dE, const float* dout, const int* tokens, int N, int C) {
+  void embedding_backward(float* dE, const float* dout, const int* tokens, int N, int /*V*/, int C) {
     ++launches;
     for (int n = 0; n < N; ++n)
       for (int c = 0; c < C; ++c) dE[std::size_t(tokens[n]) * C + c] += dout[std::size_t(n) * C + c];
@@ -317,7 +334,8 @@ struct HostBackend {
     ++launches;
     for (std::size_t i = 0; i < std::size_t(R) * C; ++i) db[i % C] += dout[i];
   }
-  void softmax_xent_forward(float* logits, float* losses, float* lse, const int* targets, int N, int V, double z) {
+  /// The CUDA backend's arithmetic: the losses in float, then summed in double on the host.
+  double softmax_xent_forward(float* logits, float* losses, float* lse, const int* targets, int N, int V, double z) {
     ++launches;
     for (int n = 0; n < N; ++n) {
       float* row = logits + std::size_t(n) * V;
@@ -331,6 +349,9 @@ struct HostBackend {
       lse[n] = l;
       losses[n] = y >= 0 ? l - ly + float(z) * l * l : 0.f;
     }
+    double sum = 0.0;
+    for (int n = 0; n < N; ++n) sum += double(losses[n]);
+    return sum;
   }
   void softmax_xent_backward(float* probs, const float* lse, const int* targets, int N, int V, double scale, double z) {
     ++launches;
@@ -348,49 +369,59 @@ struct HostBackend {
       }
     }
   }
-  void adamw(float* p, const float* g, float* m, float* v, std::size_t n, const std::array<float, 8>& r, float wd) {
+  void adamw(float* p, const float* g, float* m, float* v, std::size_t n, const fbt::AdamWRates<float>& r, float wd) {
     ++launches;
     for (std::size_t i = 0; i < n; ++i) {
-      m[i] = r[0] * m[i] + r[2] * g[i];
-      v[i] = r[1] * v[i] + r[3] * g[i] * g[i];
-      p[i] -= r[7] * ((m[i] * r[4]) / (std::sqrt(v[i] * r[5]) + r[6]) + wd * p[i]);
+      m[i] = r.b1 * m[i] + r.ib1 * g[i];
+      v[i] = r.b2 * v[i] + r.ib2 * g[i] * g[i];
+      p[i] -= r.lr * ((m[i] * r.rbc1) / (std::sqrt(v[i] * r.rbc2) + r.eps) + wd * p[i]);
     }
   }
   void jitter_add(float* out, const float* src, std::uint64_t seed, int row_offset, int B, std::size_t row_len, double sigma) {
     ++launches;
     for (int r = 0; r < B; ++r) {
-      fbt::SplitMix64 rr(seed ^ (0xD1B54A32D192ED03ull * std::uint64_t(row_offset + r + 1)));
+      fbt::SplitMix64 rr(fbt::jitter_row_seed(seed, long(row_offset) + r));
       for (std::size_t i = 0; i < row_len; ++i) {
         const float nz = float(rr.uniform(-sigma, sigma));
         out[r * row_len + i] = src[r * row_len + i] + nz;
       }
     }
   }
-  void sum_squares(double* acc, const float* x, std::size_t n) {
+  double sum_squares(const float* x, std::size_t n) {
     ++launches;
-    for (std::size_t i = 0; i < n; ++i) *acc += double(x[i]) * double(x[i]);
+    double s = 0.0;
+    for (std::size_t i = 0; i < n; ++i) s += double(x[i]) * double(x[i]);
+    return s;
   }
-  void scale(float* x, double s, std::size_t n) {
+  double masked_sumsq(const float* x, const float* mask, int R, int C) {
     ++launches;
-    for (std::size_t i = 0; i < n; ++i) x[i] = float(double(x[i]) * s);
+    double s = 0.0;
+    for (int r = 0; r < R; ++r)
+      if (mask[r] != 0.f)
+        for (int c = 0; c < C; ++c) s += double(x[std::size_t(r) * C + c]) * double(x[std::size_t(r) * C + c]);
+    return s;
   }
-  void feedback_stats(double* acc, const float* S, const float* pe, const float* e, const float* u, const float* mask, int R, int C, int kind) {
+  double masked_diff_sumsq(const float* a, const float* b, const float* mask, int R, int C) {
     ++launches;
-    for (int r = 0; r < R; ++r) {
-      if (mask[r] == 0.f) continue;
-      acc[0] += 1;
-      for (int c = 0; c < C; ++c) {
-        const std::size_t i = std::size_t(r) * C + c;
-        acc[1] += double(S[i]) * double(S[i]);
-        if (kind == 1) {
-          const double g = 1.0 / (1.0 + std::exp(-double(pe[i])));
-          acc[2] += g, acc[3] += g * g;
-        } else {
-          const double base = kind == 2 ? double(e[i]) : double(pe[i]), d = double(u[i]) - base;
-          acc[4] += d * d, acc[5] += double(e[i]) * double(e[i]);
+    double s = 0.0;
+    for (int r = 0; r < R; ++r)
+      if (mask[r] != 0.f)
+        for (int c = 0; c < C; ++c) {
+          const double d = double(a[std::size_t(r) * C + c]) - double(b[std::size_t(r) * C + c]);
+          s += d * d;
         }
-      }
-    }
+    return s;
+  }
+  std::pair<double, double> masked_sigmoid_moments(const float* z, const float* mask, int R, int C) {
+    ++launches;
+    double s = 0.0, ss = 0.0;
+    for (int r = 0; r < R; ++r)
+      if (mask[r] != 0.f)
+        for (int c = 0; c < C; ++c) {
+          const double g = 1.0 / (1.0 + std::exp(-double(z[std::size_t(r) * C + c])));
+          s += g, ss += g * g;
+        }
+    return {s, ss};
   }
 };
 

@@ -5,10 +5,14 @@
 //                first (so an element left unwritten fails), outputs it accumulates into start from
 //                random values on both sides. Relative error max|gpu - cpu| / max|cpu|: fp32 < 1e-4,
 //                bf16 (and TF32) products < 1e-2; the jitter must be bit-identical.
-//   Step         the whole K-pass step (losses, diagnostics, every gradient) for every fuser and chain
-//                knob, against the CPU path in double from the same weights (< 1e-4); in bf16 mode the
-//                losses (< 1e-2). AdamW and clipping. The runtime-selected Trainer.
-//   Decoding     prefill/step logits and greedy tokens equal to the CPU Decoder's, in every mode.
+//   Backend      the reductions CudaBackend returns to the host (sum of the losses, sums of squares, the
+//                masked sums of the diagnostics) against CpuBackend<float>.
+//   Step         the library's K-pass step on fbt::BackendModel<M, CudaBackend> (losses, diagnostics, every
+//                gradient) for every fuser and chain knob, a middle-layer tap and a heterogeneous stack,
+//                against the CPU step in double from the same weights (< 1e-4); in bf16 mode the losses
+//                (< 1e-2). AdamW and clipping.
+//   Decoding     fbt::Decoder<M, CudaBackend>: prefill/step logits and greedy tokens equal to the CPU
+//                Decoder's, in every mode.
 // Every test needing a device calls GTEST_SKIP when none is present (CI: nvcc but no GPU), so the
 // binary builds and passes there; the error-reporting tests run everywhere.
 #include <gtest/gtest.h>
@@ -18,7 +22,8 @@
 #include <vector>
 
 #include "engine_checks.hpp"
-#include "fbt/cuda/model.cuh"
+#include "fbt/backend/cpu.hpp"
+#include "fbt/cuda/cuda.cuh"
 #include "fbt/ops/activations.hpp"
 #include "fbt/ops/attention.hpp"
 #include "fbt/ops/embedding.hpp"
@@ -31,6 +36,12 @@
 
 namespace fc = fbt::cuda;
 using fbt_test::rel_err;
+
+// CudaBackend provides what the built-in block and fusers call (layers/contract.hpp), checked at compile time
+static_assert(fbt::check_block<fbt::DecoderBlock<float>, fc::CudaBackend>(), "");
+static_assert(fbt::check_fuser<fbt::GluFuser<float>, fc::CudaBackend>() && fbt::check_fuser<fbt::GatedAddFuser<float>, fc::CudaBackend>() &&
+                  fbt::check_fuser<fbt::ConcatFuser<float>, fc::CudaBackend>(),
+              "");
 
 namespace {
 
@@ -96,22 +107,20 @@ TEST(CudaCheck, FailingCublasCallThrowsNamingTheCallAndTheStatus) {
   }
 }
 
-TEST(CudaDevice, RuntimeSelectionFallsBackToTheCpuPath) {
-  fbt::Model<float> m(fbt_test::tiny_config("glu"), 1);
-  fc::Trainer tr(m);
-  EXPECT_EQ(tr.on_gpu(), fc::device_available()) << tr.device();
-  const auto tb = fbt_test::tiny_batch(2, 8, m.V, 3);
-  fbt::StepOptions o;
-  o.K = 2;
-  fbt::StepStats st;
-  tr.zero_grad();
-  tr.multipass_step(tb.batch(), o, st);
-  tr.adamw_update(fbt::AdamWConfig{}, 1e-3);
-  tr.sync_to_host();
-  EXPECT_EQ(m.params.step, 1);
-  EXPECT_TRUE(std::isfinite(st.objective));
-  fc::Trainer cpu(m, /*use_gpu=*/false);
-  EXPECT_FALSE(cpu.on_gpu());
+TEST(CudaDevice, BackendNeedsADeviceAndSaysWhy) {
+  // runs everywhere: without a device the backend refuses to start, naming the reason; with one it starts
+  if (fc::device_available()) {
+    fc::CudaBackend be;
+    EXPECT_EQ(be.gemm_mode(), fc::GemmMode::fp32);
+    EXPECT_EQ(std::string(fc::CudaBackend::name), "cuda");
+  } else {
+    try {
+      fc::CudaBackend be;
+      FAIL() << "no exception without a device";
+    } catch (const fbt::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("no CUDA device"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // --------------------------------------------------------------------------------------- kernels
@@ -189,15 +198,16 @@ TEST_F(Gpu, RopeForwardBackwardMatchCpu) {
   std::vector<int> pos(R);
   for (int n = 0; n < R; ++n) pos[n] = (n * 7) % maxp;
   std::vector<float> out(x.size()), din = d0;
-  fbt::rope_forward(fbt::smat(out.data(), R, NH * hs), fbt::csmat(x.data(), R, NH * hs), pos.data(), tab, NH);
-  fbt::rope_backward(fbt::smat(din.data(), R, NH * hs), fbt::csmat(dy.data(), R, NH * hs), pos.data(), tab, NH);
+  fbt::rope_forward(fbt::smat(out.data(), R, NH * hs), fbt::csmat(x.data(), R, NH * hs), pos.data(), tab.view(), NH);
+  fbt::rope_backward(fbt::smat(din.data(), R, NH * hs), fbt::csmat(dy.data(), R, NH * hs), pos.data(), tab.view(), NH);
   Dev<float> c(tab.cos_), s(tab.sin_), gx(x), go(x.size()), gdy(dy), gd(d0);
   Dev<int> gp(pos);
-  fc::rope_forward(go.p(), gx.p(), gp.p(), c.p(), s.p(), R, NH, hs, nullptr);
+  const fbt::RopeView<float> dtab{c.p(), s.p(), maxp, hs / 2};  // the tables in device memory
+  fc::rope_forward(go.p(), gx.p(), gp.p(), dtab, R, NH, nullptr);
   EXPECT_LT(err(go.get(), out), kFp32);
-  fc::rope_forward(gx.p(), gx.p(), gp.p(), c.p(), s.p(), R, NH, hs, nullptr);  // in place
+  fc::rope_forward(gx.p(), gx.p(), gp.p(), dtab, R, NH, nullptr);  // in place
   EXPECT_LT(err(gx.get(), out), kFp32);
-  fc::rope_backward(gd.p(), gdy.p(), gp.p(), c.p(), s.p(), R, NH, hs, nullptr);
+  fc::rope_backward(gd.p(), gdy.p(), gp.p(), dtab, R, NH, nullptr);
   EXPECT_LT(err(gd.get(), din), kFp32);
 }
 
@@ -281,11 +291,30 @@ TEST_F(Gpu, AttentionDecodeMatchesCpu) {
   for (int r = 0; r < 2; ++r)
     fbt::attention_decode(ref.data() + r * QD, scores.data(), q.data() + r * QD, hk[r].data() + std::size_t(layer) * caps[r] * KD,
                           hv[r].data() + std::size_t(layer) * caps[r] * KD, lens[r], NH, NKV, hs);
-  Dev<float*> pk(std::vector<float*>{kc[0].data(), kc[1].data()}), pv(std::vector<float*>{vc[0].data(), vc[1].data()});
-  Dev<int> l1(lens), cp(caps);
+  // per-row cache pointers already offset to the layer (what the decoder hands the backend)
+  auto at = [&](fc::DeviceBuffer<float>& b, int r) { return b.data() + std::size_t(layer) * caps[r] * KD; };
+  Dev<float*> pk(std::vector<float*>{at(kc[0], 0), at(kc[1], 1)}), pv(std::vector<float*>{at(vc[0], 0), at(vc[1], 1)});
+  Dev<int> l1(lens);
   Dev<float> gq(q), go(ref.size());
-  fc::attention_decode(go.p(), gq.p(), pk.p(), pv.p(), l1.p(), cp.p(), 33, layer, 2, NH, NKV, hs, nullptr);
+  fc::attention_decode(go.p(), gq.p(), pk.p(), pv.p(), l1.p(), 33, 2, NH, NKV, hs, nullptr);
   EXPECT_LT(err(go.get(), ref), kFp32);
+  // kv_append writes row r at position pos[r] of its layer's cache
+  auto k = randn(std::size_t(2) * KD, 61), v = randn(std::size_t(2) * KD, 62);
+  const std::vector<int> pos{5, 16};
+  Dev<float> gk(k), gv(v);
+  Dev<int> gp(pos);
+  fc::kv_append(pk.p(), pv.p(), gk.p(), gv.p(), gp.p(), 2, KD, nullptr);
+  FBT_CUDA_CHECK(cudaDeviceSynchronize());
+  for (int r = 0; r < 2; ++r) {
+    std::vector<float> hk2(hk[r].size()), hv2(hv[r].size());
+    FBT_CUDA_CHECK(cudaMemcpy(hk2.data(), kc[r].data(), hk2.size() * 4, cudaMemcpyDeviceToHost));
+    FBT_CUDA_CHECK(cudaMemcpy(hv2.data(), vc[r].data(), hv2.size() * 4, cudaMemcpyDeviceToHost));
+    std::vector<float> ek = hk[r], ev = hv[r];
+    std::copy(k.begin() + r * KD, k.begin() + (r + 1) * KD, ek.begin() + (std::size_t(layer) * caps[r] + pos[r]) * KD);
+    std::copy(v.begin() + r * KD, v.begin() + (r + 1) * KD, ev.begin() + (std::size_t(layer) * caps[r] + pos[r]) * KD);
+    EXPECT_EQ(hk2, ek) << "row " << r;
+    EXPECT_EQ(hv2, ev) << "row " << r;
+  }
 }
 
 TEST_F(Gpu, ElementwiseKernelsMatchCpu) {
@@ -383,7 +412,7 @@ TEST_F(Gpu, AdamWTensorMatchesCpu) {
   for (int t = 1; t <= 3; ++t) {
     fbt::adamw_update(ps, cfg, 1e-2);
     const double bc1 = 1.0 - std::pow(cfg.beta1, t), bc2 = 1.0 - std::pow(cfg.beta2, t);
-    const fc::AdamWRates r{float(cfg.beta1), float(cfg.beta2), float(1 - cfg.beta1), float(1 - cfg.beta2), float(1 / bc1), float(1 / bc2),
+    const fbt::AdamWRates<float> r{float(cfg.beta1), float(cfg.beta2), float(1 - cfg.beta1), float(1 - cfg.beta2), float(1 / bc1), float(1 / bc2),
                            float(cfg.eps), 1e-2f};
     for (const auto& s : ps.specs())
       fc::adamw_update_tensor(P.p() + s.offset, G.p() + s.offset, M.p() + s.offset, Vv.p() + s.offset, s.size, r,
@@ -409,14 +438,48 @@ TEST_F(Gpu, JitterIsBitIdenticalToTheCpuDraws) {
   for (std::size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], ref[i]) << "element " << i;
 }
 
+TEST_F(Gpu, BackendReductionsMatchCpuBackend) {
+  // what CudaBackend returns to the host: the loss sum, the sums of squares, the diagnostics' masked sums
+  fc::CudaBackend be;
+  fbt::CpuBackend<float> cpu;
+  const int R = 37, C = 300, V = 129;
+  auto x = randn(std::size_t(R) * C, 100), y = randn(std::size_t(R) * C, 101, 0.5, 0.3);
+  std::vector<float> mask(R);
+  for (int r = 0; r < R; ++r) mask[r] = r % 3 == 1 ? 0.f : 1.f;
+  Dev<float> X(x), Y(y), Mk(mask);
+  EXPECT_LT(rel_err(be.sum_squares(X.p(), x.size()), cpu.sum_squares(x.data(), x.size())), 1e-12);
+  EXPECT_LT(rel_err(be.masked_sumsq(X.p(), Mk.p(), R, C), cpu.masked_sumsq(x.data(), mask.data(), R, C)), 1e-12);
+  EXPECT_LT(rel_err(be.masked_diff_sumsq(X.p(), Y.p(), Mk.p(), R, C), cpu.masked_diff_sumsq(x.data(), y.data(), mask.data(), R, C)), 1e-12);
+  const auto mg = be.masked_sigmoid_moments(X.p(), Mk.p(), R, C), mc = cpu.masked_sigmoid_moments(x.data(), mask.data(), R, C);
+  EXPECT_LT(rel_err(mg.first, mc.first), 1e-12);
+  EXPECT_LT(rel_err(mg.second, mc.second), 1e-12);
+  // every row masked out: zero
+  std::vector<float> none(R, 0.f);
+  Dev<float> Mn(none);
+  EXPECT_EQ(be.masked_sumsq(X.p(), Mn.p(), R, C), 0.0);
+  // the loss sum (ignored targets add nothing)
+  fbt::Rng rng(102);
+  std::vector<int> tgt(R);
+  for (int r = 0; r < R; ++r) tgt[r] = r % 5 == 0 ? -1 : int(rng.below(V));
+  auto logits = randn(std::size_t(R) * V, 103, 2.0);
+  std::vector<float> probs = logits, losses(R), lse(R);
+  Dev<float> L(logits), GL((std::size_t(R))), GS((std::size_t(R)));
+  Dev<int> T(tgt);
+  const double sum_cpu = cpu.softmax_xent_forward(probs.data(), losses.data(), lse.data(), tgt.data(), R, V, 1e-3);
+  const double sum_gpu = be.softmax_xent_forward(L.p(), GL.p(), GS.p(), T.p(), R, V, 1e-3);
+  EXPECT_LT(rel_err(sum_gpu, sum_cpu), kFp32);
+}
+
 // ------------------------------------------------------------------------------ the whole step
 
 TEST_F(Gpu, KPassStepMatchesCpuPath) {
   for (bool big : {false, true})
     for (const auto& cs : fbt_test::step_cases(big)) {
       SCOPED_TRACE(fbt_test::describe(cs.first, cs.second));
-      const auto w = fbt_test::compare_step<fc::CudaBackend>(cs.first, cs.second);
+      double vs_cpu = 0;
+      const auto w = fbt_test::compare_step<fc::CudaBackend>(cs.first, cs.second, &vs_cpu);
       EXPECT_LT(w.err, kFp32) << w.str();
+      RecordProperty("err_vs_cpu_float_" + cs.first.fuser, std::to_string(vs_cpu));  // informative: both sides round in float
     }
   // a wider shape: hs 64, several 32-row tiles, GQA, documents
   fbt::ModelConfig c = fbt_test::tiny_config("glu");
@@ -424,13 +487,13 @@ TEST_F(Gpu, KPassStepMatchesCpuPath) {
   c.max_position_embeddings = 256;
   fbt_test::StepCase s;
   s.B = 2, s.T = 150, s.sigma = 0.02;
-  const auto w = fbt_test::compare_step<fc::CudaBackend>(c, s);
+  const auto w = fbt_test::compare_step<fc::CudaBackend>(c, s, nullptr);
   EXPECT_LT(w.err, kFp32) << fbt_test::describe(c, s) << ": " << w.str();
 }
 
 TEST_F(Gpu, KPassStepInBf16KeepsTheLossesWithinOnePercent) {
   for (const auto& cs : fbt_test::step_cases(true)) {
-    const auto w = fbt_test::compare_step<fc::CudaBackend>(cs.first, cs.second, fc::GemmMode::bf16);
+    const auto w = fbt_test::compare_step<fc::CudaBackend>(cs.first, cs.second, nullptr, fc::GemmMode::bf16);
     EXPECT_LT(w.loss_err, kBf16) << fbt_test::describe(cs.first, cs.second);
     RecordProperty("bf16_grad_err_" + cs.first.fuser, std::to_string(w.err));  // informative: bf16 operands in every product
   }
@@ -444,30 +507,36 @@ TEST_F(Gpu, AdamWAndClipMatchCpuPath) {
 }
 
 TEST_F(Gpu, DecodingMatchesCpuDecoderInEveryMode) {
+  auto check = [&](fbt::ModelConfig c, const char* mode) {
+    c.hidden_size = 32, c.intermediate_size = 48, c.vocab_size = 29;
+    const auto w = fbt_test::compare_decode<fc::CudaBackend>(c, mode, 3);
+    EXPECT_LT(w.err, kFp32) << fbt_test::describe(c) << " " << mode << ": " << w.str();
+  };
   for (const char* f : {"glu", "gated_add", "concat"})
     for (const char* mode : {"standard", "soft", "fused(1)", "fused(2)"}) {
-      auto c = fbt_test::tiny_config(f);
-      c.hidden_size = 32, c.intermediate_size = 48, c.vocab_size = 29;
-      const auto w = fbt_test::compare_decode<fc::CudaBackend>(c, mode, 3, nullptr);
-      EXPECT_LT(w.err, kFp32) << f << " " << mode << ": " << w.str();
+      check(fbt_test::tiny_config(f), mode);
+      check(fbt_test::layer_tap_config(f), mode);
+      check(fbt_test::hetero_config(f), mode);
     }
   auto c = fbt_test::tiny_config("none");
   c.vocab_size = 13;
-  const auto w = fbt_test::compare_decode<fc::CudaBackend>(c, "standard", 4, nullptr);
+  const auto w = fbt_test::compare_decode<fc::CudaBackend>(c, "standard", 4);
   EXPECT_LT(w.err, kFp32) << "baseline: " << w.str();
 }
 
-TEST_F(Gpu, GeneratorGreedyTokensEqualTheCpuDecoder) {
+TEST_F(Gpu, DeviceDecoderGreedyTokensEqualTheCpuDecoder) {
+  // the aliases of cuda/cuda.cuh, as a program uses them
+  using M = fbt::Model<float>;
   fbt::ModelConfig c = fbt_test::tiny_config("glu");
   c.vocab_size = 31;
-  fbt::Model<float> m(c, 9);
+  M m(c, 9);
   fbt_test::randomize_scaled(m, 10);
   std::vector<fbt::Request> reqs(2);
   reqs[0].prompt = {1, 2, 3, 4}, reqs[1].prompt = {5, 6};
   reqs[0].opts.mode = fbt::DecodeModeSpec::parse("soft"), reqs[1].opts.mode = fbt::DecodeModeSpec::parse("fused(2)");
   reqs[0].opts.max_new_tokens = reqs[1].opts.max_new_tokens = 12;
-  fc::Generator gpu(m, 30);
-  ASSERT_TRUE(gpu.on_gpu());
-  fbt::Decoder<float> cpu(m, 30);
-  EXPECT_EQ(gpu.generate_batch(reqs), fbt::generate_batch(cpu, reqs));
+  fc::DeviceModel<M> dm(m);
+  fc::DeviceDecoder<M> gpu(dm, 30);
+  fbt::Decoder<M> cpu(m, 30);
+  EXPECT_EQ(fbt::generate_batch(gpu, reqs), fbt::generate_batch(cpu, reqs));
 }

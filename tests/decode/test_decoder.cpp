@@ -5,6 +5,7 @@
 //   invariant 4: fused(k) prefill equals pass k+1 of the training forward on the same prompt
 //   invariant 6: no state crosses a document boundary in decoding
 //   invariant 7: batched decoding of interleaved requests equals decoding them one at a time
+// Invariant 3 also runs with the state tapped at a middle layer and on a stack of different blocks.
 #include <gtest/gtest.h>
 
 #include "common/pass_runner.hpp"
@@ -22,14 +23,14 @@ double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 /// Decoder logits at positions P-1 .. n-2 of `tokens` (prefill of the first P, then teacher-forced steps).
-std::vector<std::vector<double>> decode_logits(Decoder<double>& dec, const std::vector<int>& tokens, int P, DecodeModeSpec mode) {
+template <class M> std::vector<std::vector<double>> decode_logits(Decoder<M>& dec, const std::vector<int>& tokens, int P, DecodeModeSpec mode) {
   const int V = dec.model().V;
-  Sequence<double> s = dec.new_sequence(int(tokens.size()), mode);
+  auto s = dec.new_sequence(int(tokens.size()), mode);
   std::vector<double> lg(V);
   std::vector<std::vector<double>> out;
   dec.prefill(s, tokens.data(), P, lg.data());
   out.push_back(lg);
-  Sequence<double>* sp = &s;
+  auto* sp = &s;
   for (std::size_t t = P; t + 1 < tokens.size(); ++t) {
     dec.step(&sp, 1, &tokens[t], lg.data());
     out.push_back(lg);
@@ -38,7 +39,7 @@ std::vector<std::vector<double>> decode_logits(Decoder<double>& dec, const std::
 }
 
 /// Recomputation without a cache: layer-0 inputs built position by position from full forwards.
-std::vector<std::vector<double>> recompute_logits(Model<double>& m, const std::vector<int>& tokens, int P, DecodeModeSpec mode) {
+template <class M> std::vector<std::vector<double>> recompute_logits(M& m, const std::vector<int>& tokens, int P, DecodeModeSpec mode) {
   const int n = int(tokens.size()), D = m.D;
   std::vector<int> targets(n, 0);
   const Batch full{1, n, tokens.data(), targets.data(), nullptr};
@@ -66,34 +67,45 @@ std::vector<std::vector<double>> recompute_logits(Model<double>& m, const std::v
   return out;
 }
 
-TEST(Invariant3, KVCachedDecodingEqualsRecomputationInEveryMode) {
-  for (const std::string fuser : {"glu", "gated_add", "concat"}) {
-    ModelConfig cfg = tiny_config(fuser);
-    Model<double> m(cfg, 31);
-    randomize(m, 32);
-    Decoder<double> dec(m);
-    TinyBatch tb = tiny_batch(1, 10, cfg.vocab_size, 33);
-    for (const char* mode : {"standard", "soft", "fused(1)", "fused(2)"}) {
-      const DecodeModeSpec ms = DecodeModeSpec::parse(mode);
-      const auto a = decode_logits(dec, tb.tokens, 4, ms), b = recompute_logits(m, tb.tokens, 4, ms);
-      ASSERT_EQ(a.size(), b.size());
-      for (std::size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_diff(a[i], b[i]), 1e-10) << fuser << " " << mode << " position " << i + 3;
-    }
-    // the modes do differ (else the test could not tell them apart)
-    const auto st = decode_logits(dec, tb.tokens, 4, DecodeModeSpec::parse("standard"));
-    const auto so = decode_logits(dec, tb.tokens, 4, DecodeModeSpec::parse("soft"));
-    const auto f1 = decode_logits(dec, tb.tokens, 4, DecodeModeSpec::parse("fused(1)"));
-    EXPECT_EQ(max_diff(st[0], so[0]), 0.0) << "soft prefill is plain";
-    EXPECT_GT(max_diff(st[1], so[1]), 1e-6);
-    EXPECT_GT(max_diff(so[0], f1[0]), 1e-6);
+template <class M> void kv_cache_case(const std::string& what, const ModelConfig& cfg) {
+  M m(cfg, 31);
+  randomize(m, 32);
+  Decoder<M> dec(m);
+  TinyBatch tb = tiny_batch(1, 10, cfg.vocab_size, 33);
+  for (const char* mode : {"standard", "soft", "fused(1)", "fused(2)"}) {
+    const DecodeModeSpec ms = DecodeModeSpec::parse(mode);
+    const auto a = decode_logits(dec, tb.tokens, 4, ms), b = recompute_logits(m, tb.tokens, 4, ms);
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_diff(a[i], b[i]), 1e-10) << what << " " << mode << " position " << i + 3;
   }
+  // the modes do differ (else the test could not tell them apart)
+  const auto st = decode_logits(dec, tb.tokens, 4, DecodeModeSpec::parse("standard"));
+  const auto so = decode_logits(dec, tb.tokens, 4, DecodeModeSpec::parse("soft"));
+  const auto f1 = decode_logits(dec, tb.tokens, 4, DecodeModeSpec::parse("fused(1)"));
+  EXPECT_EQ(max_diff(st[0], so[0]), 0.0) << what << ": soft prefill is plain";
+  EXPECT_GT(max_diff(st[1], so[1]), 1e-6) << what;
+  EXPECT_GT(max_diff(so[0], f1[0]), 1e-6) << what;
+}
+
+TEST(Invariant3, KVCachedDecodingEqualsRecomputationInEveryMode) {
+  std::vector<std::pair<std::string, ModelConfig>> cases;
+  for (const std::string fuser : {"glu", "gated_add", "concat"}) cases.push_back({fuser, tiny_config(fuser)});
+  ModelConfig c = tiny_config("glu");
+  c.num_hidden_layers = 3, c.feedback_source = "layer", c.feedback_layer = 0;
+  cases.push_back({"glu tap layer 0", c});
+  c = tiny_config("concat");
+  c.num_hidden_layers = 3, c.head_dim = 4, c.layer_num_attention_heads = {2, 4, 1}, c.layer_num_key_value_heads = {2, 1, 1};
+  c.layer_intermediate_size = {12, 20, 8};
+  cases.push_back({"concat heterogeneous", c});
+  for (const auto& [what, cfg] : cases)
+    with_model<double>(cfg, [&, what = what, cfg = cfg](auto tag) { kv_cache_case<typename decltype(tag)::type>(what, cfg); });
 }
 
 TEST(Invariant3, BaselineModelDecodesStandard) {
   ModelConfig cfg = tiny_config("none");
-  Model<double> m(cfg, 41);
+  Model<double, NoFuser<double>> m(cfg, 41);
   randomize(m, 42);
-  Decoder<double> dec(m);
+  Decoder<Model<double, NoFuser<double>>> dec(m);
   TinyBatch tb = tiny_batch(1, 9, cfg.vocab_size, 43);
   const auto a = decode_logits(dec, tb.tokens, 3, DecodeModeSpec{}), b = recompute_logits(m, tb.tokens, 3, DecodeModeSpec{});
   for (std::size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_diff(a[i], b[i]), 1e-10);
@@ -104,7 +116,7 @@ TEST(Invariant1, TeacherForcedSoftDecodingEqualsPassKUpToPrefixPlusKMinusOne) {
   ModelConfig cfg = tiny_config("glu");
   Model<double> m(cfg, 51);
   randomize(m, 52);
-  Decoder<double> dec(m);
+  Decoder<Model<double>> dec(m);
   const int Tn = 10, p = 3, K = 4;
   TinyBatch tb = tiny_batch(1, Tn, cfg.vocab_size, 53);
   const auto soft = decode_logits(dec, tb.tokens, p, DecodeModeSpec::parse("soft"));  // positions p-1 .. Tn-2 (0-indexed)
@@ -123,15 +135,15 @@ TEST(Invariant4, FusedPrefillEqualsPassKPlusOne) {
   cfg.feedback_source = "pre_final_norm";  // also covers the other source
   Model<double> m(cfg, 61);
   randomize(m, 62);
-  Decoder<double> dec(m);
+  Decoder<Model<double>> dec(m);
   TinyBatch tb = tiny_batch(1, 7, cfg.vocab_size, 63);
   for (int k = 1; k <= 3; ++k) {
-    Sequence<double> s = dec.new_sequence(7, DecodeModeSpec{DecodeMode::Fused, k});
+    auto s = dec.new_sequence(7, DecodeModeSpec{DecodeMode::Fused, k});
     std::vector<double> lg(cfg.vocab_size);
     dec.prefill(s, tb.tokens.data(), 7, lg.data());
     const PassRun r = run_passes(m, tb.batch(), k + 1);
     EXPECT_LT(max_diff(lg, head_logits(m, r.hf[k], 6)), 1e-12) << "k=" << k;
-    EXPECT_LT(max_diff(std::vector<double>(s.h.begin(), s.h.end()),
+    EXPECT_LT(max_diff(std::vector<double>(s.h.data(), s.h.data() + s.h.size()),
                        std::vector<double>(r.source[k].begin() + 6 * cfg.hidden_size, r.source[k].end())),
               1e-12);
     if (k > 1) EXPECT_GT(max_diff(lg, head_logits(m, r.hf[k - 1], 6)), 1e-8);
@@ -143,7 +155,7 @@ TEST(Invariant6, NoStateCrossesADocumentBoundaryInDecoding) {
   Model<double> m(cfg, 71);
   randomize(m, 72);
   const int sep = cfg.vocab_size - 1;
-  Decoder<double> dec(m, sep);
+  Decoder<Model<double>> dec(m, sep);
   TinyBatch tb = tiny_batch(1, 12, cfg.vocab_size - 1, 73);
   std::vector<int> packed = tb.tokens;  // doc A (5 tokens), then sep + doc B (7 tokens)
   packed[5] = sep;
@@ -164,7 +176,7 @@ TEST(Invariant7, BatchedInterleavedDecodingEqualsOneAtATime) {
   ModelConfig cfg = tiny_config("glu");
   Model<double> m(cfg, 81);
   randomize(m, 82);
-  Decoder<double> dec(m);
+  Decoder<Model<double>> dec(m);
   const int V = cfg.vocab_size;
   TinyBatch tb = tiny_batch(3, 9, V, 83);
   auto row = [&](int r, int n) { return std::vector<int>(tb.tokens.begin() + r * 9, tb.tokens.begin() + r * 9 + n); };
@@ -179,16 +191,16 @@ TEST(Invariant7, BatchedInterleavedDecodingEqualsOneAtATime) {
   const std::vector<int> ta = row(0, 9), tbk = row(1, 9);
   const auto alone_a = decode_logits(dec, ta, 3, DecodeModeSpec::parse("soft"));
   const auto alone_b = decode_logits(dec, tbk, 4, DecodeModeSpec::parse("fused(1)"));
-  Sequence<double> sa = dec.new_sequence(9, DecodeModeSpec::parse("soft")), sb = dec.new_sequence(9, DecodeModeSpec::parse("fused(1)"));
+  auto sa = dec.new_sequence(9, DecodeModeSpec::parse("soft")), sb = dec.new_sequence(9, DecodeModeSpec::parse("fused(1)"));
   std::vector<double> lg(2 * V);
   dec.prefill(sa, ta.data(), 3, lg.data());
-  Sequence<double>* one[1] = {&sa};
+  Sequence<Model<double>>* one[1] = {&sa};
   for (int t = 3; t < 5; ++t) {
     dec.step(one, 1, &ta[t], lg.data());
     EXPECT_LT(max_diff(std::vector<double>(lg.begin(), lg.begin() + V), alone_a[t - 2]), 1e-12);
   }
   dec.prefill(sb, tbk.data(), 4, lg.data());
-  Sequence<double>* both[2] = {&sb, &sa};  // a different order in the batch, too
+  Sequence<Model<double>>* both[2] = {&sb, &sa};  // a different order in the batch, too
   for (int i = 0; i < 3; ++i) {
     const int toks[2] = {tbk[4 + i], ta[5 + i]};
     dec.step(both, 2, toks, lg.data());
@@ -200,17 +212,17 @@ TEST(Invariant7, BatchedInterleavedDecodingEqualsOneAtATime) {
 TEST(Decoder, RefusesBadInput) {
   ModelConfig cfg = tiny_config("glu");
   Model<double> m(cfg, 1);
-  Decoder<double> dec(m);
+  Decoder<Model<double>> dec(m);
   EXPECT_THROW(DecodeModeSpec::parse("fused(0)"), Error);
   EXPECT_THROW(DecodeModeSpec::parse("greedy"), Error);
   EXPECT_EQ(DecodeModeSpec::parse("fused(3)").k, 3);
   EXPECT_THROW(dec.new_sequence(0, DecodeModeSpec{}), Error);
-  Sequence<double> s = dec.new_sequence(3, DecodeModeSpec{});
+  auto s = dec.new_sequence(3, DecodeModeSpec{});
   std::vector<double> lg(cfg.vocab_size);
   const int toks[4] = {1, 2, 3, 4};
   EXPECT_THROW(dec.prefill(s, toks, 4, lg.data()), Error);  // longer than the capacity
   dec.prefill(s, toks, 3, lg.data());
-  Sequence<double>* sp = &s;
+  auto* sp = &s;
   EXPECT_THROW(dec.step(&sp, 1, toks, lg.data()), Error);  // full
 }
 

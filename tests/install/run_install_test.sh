@@ -63,10 +63,12 @@ if [[ "$mode" == find_package ]]; then
   done
   step "configure consumer with CMAKE_PREFIX_PATH=$prefix"
   "$cmake_bin" -S "$here/consumer" -B "$work/consumer-build" "${common[@]}" \
-    -DCMAKE_PREFIX_PATH="$prefix" -DFBT_EXPECTED_PREFIX="$prefix"
+    -DCMAKE_PREFIX_PATH="$prefix" -DFBT_EXPECTED_PREFIX="$prefix" -DFBT_CUSTOM_FUSER_SOURCE="$src/examples/custom_fuser.cpp"
   "$cmake_bin" --build "$work/consumer-build"
   step "run consumer"
   "$work/consumer-build/consumer"
+  step "run custom_fuser (a fuser of the user's own, built against the installed package)"
+  "$work/consumer-build/custom_fuser" "$work/custom_fuser_run"
 else
   step "configure subdir_consumer with FBT_SOURCE_DIR=$src"
   "$cmake_bin" -S "$here/subdir_consumer" -B "$work/build" "${common[@]}" -DFBT_SOURCE_DIR="$src"

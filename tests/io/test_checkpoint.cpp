@@ -6,9 +6,14 @@
 // lm_head unless it equals the embedding; an untied lm_head round-trips; BF16/F64 data converts.
 // The training state restores the AdamW moments and step bit for bit and returns the trainer's
 // metadata; corrupt or mismatched state files are refused. Saves are atomic (no .tmp left, replace).
+// Compatibility: the checkpoints in tests/fixtures/v1 were written by fbt before the composable-layers
+// redesign (issue 10; tests/fixtures/v1/README.md): each loads, computes the losses and greedy decodes
+// recorded with it, and saves back byte for byte; its training run resumes as the old code continued it.
 #include <gtest/gtest.h>
 
+#include <fbt/decode/decoder.hpp>
 #include <fbt/io/checkpoint.hpp>
+#include <fbt/train/trainer.hpp>
 
 #include <cctype>
 #include <cmath>
@@ -49,7 +54,8 @@ fbt::ModelConfig tiny(const std::string& fuser = "glu", bool tied = true) {
 }
 
 // Every value away from its init (no identity, no ones), with awkward bits (1/3 is not exact in float).
-template <class T> void randomize(fbt::Model<T>& m, std::uint64_t seed) {
+template <class M> void randomize(M& m, std::uint64_t seed) {
+  using T = typename M::Scalar;
   fbt::Rng rng(seed);
   T* p = m.params.values();
   for (std::size_t i = 0; i < m.params.size(); ++i) p[i] = T(rng.normal() / 3.0);
@@ -62,7 +68,7 @@ template <class T> struct Parts {
   std::vector<fbt::TensorRef> refs;
   std::map<std::string, std::string> meta;
   std::vector<std::vector<T>> copies;
-  explicit Parts(const fbt::Model<T>& m) : refs(fbt::model_tensors(m)), meta(fbt::model_metadata(m.cfg)) {
+  template <class M> explicit Parts(const M& m) : refs(fbt::model_tensors(m)), meta(fbt::model_metadata(m.cfg)) {
     for (auto& r : refs) {
       const T* src = static_cast<const T*>(r.data);
       copies.emplace_back(src, src + fbt::numel(r.shape));
@@ -88,9 +94,10 @@ TYPED_TEST_SUITE(CheckpointT, Scalars);
 
 TYPED_TEST(CheckpointT, SaveLoadIsBitIdenticalForEveryFuser) {
   using T = TypeParam;
-  for (const char* fuser : {"glu", "none", "gated_add", "concat"}) {
+  for (const char* fuser : {"glu", "none", "gated_add", "concat"}) fbt::with_model<T>(tiny(fuser), [&](auto tag) {
+    using M = typename decltype(tag)::type;
     SCOPED_TRACE(fuser);
-    fbt::Model<T> m(tiny(fuser), 1);
+    M m(tiny(fuser), 1);
     randomize(m, 7);
     const std::string p = this->path(std::string(fuser) + ".safetensors");
     fbt::save_model(p, m);
@@ -103,7 +110,7 @@ TYPED_TEST(CheckpointT, SaveLoadIsBitIdenticalForEveryFuser) {
     EXPECT_EQ(f.metadata.at("format"), "pt");
     EXPECT_EQ(json::parse(f.metadata.at("config")), fbt::to_json(m.cfg));
 
-    const fbt::Model<T> r = fbt::load_model<T>(p);
+    const M r = fbt::load_model<M>(p);
     EXPECT_EQ(fbt::to_json(r.cfg), fbt::to_json(m.cfg));
     ASSERT_EQ(r.params.size(), m.params.size());
     for (const auto& s : m.params.specs()) {
@@ -113,14 +120,14 @@ TYPED_TEST(CheckpointT, SaveLoadIsBitIdenticalForEveryFuser) {
     }
     EXPECT_TRUE(same_bits(r.params.values(), m.params.values(), m.params.size()));
 
-    fbt::Model<T> into(tiny(fuser), 99);  // another seed: every value must be overwritten
+    M into(tiny(fuser), 99);  // another seed: every value must be overwritten
     fbt::load_model_into(p, into);
     EXPECT_TRUE(same_bits(into.params.values(), m.params.values(), m.params.size()));
-  }
+  });
 }
 
 TEST_F(Checkpoint, BaselineHasExactlyTheQwen3Names) {
-  fbt::Model<float> m(tiny("none"), 1);
+  fbt::Model<float, fbt::NoFuser<float>> m(tiny("none"), 1);
   const std::string p = path("qwen3.safetensors");
   fbt::save_model(p, m);
   const auto f = fbt::read_safetensors(p);
@@ -167,7 +174,7 @@ TEST_F(Checkpoint, UntiedModelRoundTripsLmHead) {
   const auto f = fbt::read_safetensors(p);
   ASSERT_NE(f.find("lm_head.weight"), nullptr);
   EXPECT_EQ(f.find("lm_head.weight")->shape, (fbt::Shape{11, 8}));
-  const auto r = fbt::load_model<double>(p);
+  const auto r = fbt::load_model<fbt::Model<double>>(p);
   EXPECT_FALSE(r.cfg.tie_word_embeddings);
   EXPECT_TRUE(same_bits(r.params.value("lm_head.weight"), m.params.value("lm_head.weight"), 88));
   EXPECT_FALSE(same_bits(r.params.value("lm_head.weight"), r.params.value("model.embed_tokens.weight"), 88));
@@ -176,7 +183,7 @@ TEST_F(Checkpoint, UntiedModelRoundTripsLmHead) {
   Parts<double> parts(m);
   parts.erase("lm_head.weight");
   fbt::save_safetensors(p, parts.refs, parts.meta);
-  EXPECT_FBT_ERROR(fbt::load_model<double>(p), p, "missing tensor \"lm_head.weight\"");
+  EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<double>>(p), p, "missing tensor \"lm_head.weight\"");
 }
 
 TEST_F(Checkpoint, TiedModelAcceptsOnlyAnEqualLmHead) {
@@ -188,18 +195,18 @@ TEST_F(Checkpoint, TiedModelAcceptsOnlyAnEqualLmHead) {
   std::vector<float> head = emb;
   parts.refs.push_back({"lm_head.weight", "F32", {11, 8}, head.data()});
   fbt::save_safetensors(p, parts.refs, parts.meta);
-  const auto r = fbt::load_model<float>(p);  // an exact copy is ignored
+  const auto r = fbt::load_model<fbt::Model<float>>(p);  // an exact copy is ignored
   EXPECT_TRUE(same_bits(r.params.values(), m.params.values(), m.params.size()));
   EXPECT_FALSE(r.params.has("lm_head.weight"));
 
   head[3 * 8 + 5] = std::nextafter(head[3 * 8 + 5], 1.0f);  // one ulp off
   fbt::save_safetensors(p, parts.refs, parts.meta);
-  EXPECT_FBT_ERROR(fbt::load_model<float>(p), p, "lm_head.weight", "differs", "[3, 5]");
+  EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), p, "lm_head.weight", "differs", "[3, 5]");
 
   head = emb;
   parts.refs.back().shape = {8, 11};
   fbt::save_safetensors(p, parts.refs, parts.meta);
-  EXPECT_FBT_ERROR(fbt::load_model<float>(p), p, "lm_head.weight", "shape");
+  EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), p, "lm_head.weight", "shape");
 }
 
 TEST_F(Checkpoint, RefusesWrongShapeMissingAndUnknownTensors) {
@@ -211,27 +218,27 @@ TEST_F(Checkpoint, RefusesWrongShapeMissingAndUnknownTensors) {
     Parts<float> parts(m);
     parts.refs[parts.at(k)].shape = {8, 4};  // same size, transposed
     fbt::save_safetensors(p, parts.refs, parts.meta);
-    EXPECT_FBT_ERROR(fbt::load_model<float>(p), p, k, "[8, 4]", "expected [4, 8]");
+    EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), p, k, "[8, 4]", "expected [4, 8]");
   }
   {
     Parts<float> parts(m);
     parts.erase("model.layers.1.mlp.up_proj.weight");
     fbt::save_safetensors(p, parts.refs, parts.meta);
-    EXPECT_FBT_ERROR(fbt::load_model<float>(p), p, "missing tensor", "model.layers.1.mlp.up_proj.weight");
+    EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), p, "missing tensor", "model.layers.1.mlp.up_proj.weight");
   }
   {
     Parts<float> parts(m);
     const float bias[8] = {};
     parts.refs.push_back({"model.layers.0.self_attn.q_proj.bias", "F32", {8}, bias});
     fbt::save_safetensors(p, parts.refs, parts.meta);
-    EXPECT_FBT_ERROR(fbt::load_model<float>(p), p, "unknown tensor", "model.layers.0.self_attn.q_proj.bias");
+    EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), p, "unknown tensor", "model.layers.0.self_attn.q_proj.bias");
   }
   {
     Parts<float> parts(m);
     const std::int32_t ints[8] = {};
     parts.refs[parts.at("model.norm.weight")] = {"model.norm.weight", "I32", {8}, ints};
     fbt::save_safetensors(p, parts.refs, parts.meta);
-    EXPECT_FBT_ERROR(fbt::load_model<float>(p), p, "model.norm.weight", "dtype I32");
+    EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), p, "model.norm.weight", "dtype I32");
   }
 }
 
@@ -244,13 +251,13 @@ TEST_F(Checkpoint, RefusesNonFiniteValues) {
     Parts<double> parts(m);
     parts.copies[parts.at(w)][2 * 12 + 7] = bad;
     fbt::save_safetensors(p, parts.refs, parts.meta);
-    EXPECT_FBT_ERROR(fbt::load_model<double>(p), p, w, "non-finite", "index 31 (= [2, 7])");
+    EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<double>>(p), p, w, "non-finite", "index 31 (= [2, 7])");
   }
   // A finite double that overflows float is refused when loading into Model<float>.
   Parts<double> parts(m);
   parts.copies[parts.at(w)][0] = 1e300;
   fbt::save_safetensors(p, parts.refs, parts.meta);
-  EXPECT_FBT_ERROR(fbt::load_model<float>(p), p, w, "overflows F32", "index 0");
+  EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), p, w, "overflows F32", "index 0");
 }
 
 TEST_F(Checkpoint, RefusesMissingOrMismatchedConfig) {
@@ -260,13 +267,13 @@ TEST_F(Checkpoint, RefusesMissingOrMismatchedConfig) {
     Parts<float> parts(m);
     parts.meta.erase("config");
     fbt::save_safetensors(p, parts.refs, parts.meta);
-    EXPECT_FBT_ERROR(fbt::load_model<float>(p), p, "\"config\"");
+    EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), p, "\"config\"");
   }
   {
     Parts<float> parts(m);
     parts.meta["config"] = "{\"hidden_size\": 8,";
     fbt::save_safetensors(p, parts.refs, parts.meta);
-    EXPECT_FBT_ERROR(fbt::load_model<float>(p), p, "\"config\"", "invalid JSON");
+    EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), p, "\"config\"", "invalid JSON");
   }
   {
     Parts<float> parts(m);
@@ -274,7 +281,7 @@ TEST_F(Checkpoint, RefusesMissingOrMismatchedConfig) {
     c["num_key_value_heads"] = 3;
     parts.meta["config"] = c.dump();
     fbt::save_safetensors(p, parts.refs, parts.meta);
-    EXPECT_FBT_ERROR(fbt::load_model<float>(p), p, "\"config\"", "num_key_value_heads");
+    EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), p, "\"config\"", "num_key_value_heads");
   }
   {
     Parts<float> parts(m);
@@ -283,13 +290,13 @@ TEST_F(Checkpoint, RefusesMissingOrMismatchedConfig) {
     c["head_dim"] = 8;
     parts.meta["config"] = c.dump();
     fbt::save_safetensors(p, parts.refs, parts.meta);
-    EXPECT_FBT_ERROR(fbt::load_model<float>(p), p, "model.embed_tokens.weight", "[11, 8]", "expected [11, 16]");
+    EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), p, "model.embed_tokens.weight", "[11, 8]", "expected [11, 16]");
   }
   {
     Parts<float> parts(m);
     parts.meta["format"] = "fbt-train-state";
     fbt::save_safetensors(p, parts.refs, parts.meta);
-    EXPECT_FBT_ERROR(fbt::load_model<float>(p), p, "\"format\"");
+    EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), p, "\"format\"");
   }
   // load_model_into: the file's config must equal the model's; the model is left unchanged.
   fbt::save_model(p, m);
@@ -334,7 +341,7 @@ TEST_F(Checkpoint, ConvertsBf16AndOtherFloatWidths) {
     r.data = bf.back().data();
   }
   fbt::save_safetensors(p, parts.refs, parts.meta);
-  const auto r = fbt::load_model<float>(p);
+  const auto r = fbt::load_model<fbt::Model<float>>(p);
   for (std::size_t i = 0; i < m.params.size(); ++i) {
     std::uint32_t bits;
     std::memcpy(&bits, m.params.values() + i, 4);
@@ -345,27 +352,29 @@ TEST_F(Checkpoint, ConvertsBf16AndOtherFloatWidths) {
   }
   // F32 into Model<double> is exact; F64 into Model<float> rounds to nearest.
   fbt::save_model(p, m);
-  const auto d = fbt::load_model<double>(p);
+  const auto d = fbt::load_model<fbt::Model<double>>(p);
   for (std::size_t i = 0; i < m.params.size(); ++i) ASSERT_EQ(d.params.values()[i], double(m.params.values()[i]));
   fbt::Model<double> md(tiny(), 1);
   randomize(md, 9);
   fbt::save_model(p, md);
-  const auto f = fbt::load_model<float>(p);
+  const auto f = fbt::load_model<fbt::Model<float>>(p);
   for (std::size_t i = 0; i < md.params.size(); ++i) ASSERT_EQ(f.params.values()[i], float(md.params.values()[i]));
 }
 
 TEST_F(Checkpoint, SavingIsAtomic) {
   const std::string p = path("ckpt.safetensors");
-  fbt::Model<float> a(tiny(), 1), b(tiny("none"), 2);
+  fbt::Model<float> a(tiny(), 1);
+  fbt::Model<float, fbt::NoFuser<float>> b(tiny("none"), 2);
   randomize(a, 10);
   fbt::save_model(p, a);
   // An interrupted save leaves at most a stale .tmp: the real file is still the old, complete one.
   write_bytes(p + ".tmp", "half a file");
-  EXPECT_TRUE(same_bits(fbt::load_model<float>(p).params.values(), a.params.values(), a.params.size()));
+  EXPECT_TRUE(same_bits(fbt::load_model<fbt::Model<float>>(p).params.values(), a.params.values(), a.params.size()));
   // Saving over an existing file replaces it (and the stale temporary).
   fbt::save_model(p, b);
   EXPECT_FALSE(fs::exists(p + ".tmp"));
-  const auto r = fbt::load_model<float>(p);
+  EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), p, "fuser is \"none\"", "\"glu\"");  // a glu type does not load a baseline
+  const auto r = fbt::load_model<fbt::Model<float, fbt::NoFuser<float>>>(p);
   EXPECT_EQ(r.cfg.fuser, "none");
   EXPECT_TRUE(same_bits(r.params.values(), b.params.values(), b.params.size()));
 }
@@ -515,10 +524,76 @@ TEST_F(Checkpoint, CorruptOrMismatchedTrainStateIsRefused) {
   fbt::save_train_state(p, md.params);
   EXPECT_FBT_ERROR(fbt::load_train_state(p, r.params), p, "dtype F64", "expected F32");
   // A state of another architecture: the fuser's moments are unknown to a baseline store.
-  fbt::Model<float> base(tiny("none"), 1);
+  fbt::Model<float, fbt::NoFuser<float>> base(tiny("none"), 1);
   fbt::save_train_state(p, m.params);
   EXPECT_FBT_ERROR(fbt::load_train_state(p, base.params), p, "unknown tensor", "model.feedback.");
   unchanged();
+}
+
+// ---- checkpoints written before the redesign (tests/fixtures/v1) ------------------------------------
+
+std::string fixture(const std::string& name) { return std::string(FBT_TEST_SOURCE_DIR) + "/fixtures/v1/" + name; }
+
+// Each v1 file loads into the model type its config names, computes the per-pass losses of the batch it
+// was recorded with (relative 2e-6: float, the accumulation order may differ between compilers and
+// CPUs), decodes greedily to the same tokens in every mode, and saves back to the same bytes.
+TEST_F(Checkpoint, V1FilesLoadComputeAndSaveBackByteForByte) {
+  const json expect = json::parse(read_bytes(fixture("expected.json")));
+  for (const char* fuser : {"none", "glu", "gated_add", "concat"}) {
+    SCOPED_TRACE(fuser);
+    const std::string src = fixture(std::string("v1_") + fuser + ".safetensors");
+    const fbt::ModelConfig cfg = fbt::read_model_config(src);
+    EXPECT_EQ(cfg.fuser, fuser);
+    fbt::with_model<float>(cfg, [&](auto tag) {
+      using M = typename decltype(tag)::type;
+      M m = fbt::load_model<M>(src);
+      const std::string again = path(std::string("again_") + fuser + ".safetensors");
+      fbt::save_model(again, m);
+      EXPECT_EQ(read_bytes(again), read_bytes(src)) << "a v1 checkpoint saves back byte for byte";
+      // the batch of make_v1_fixtures: 2 rows of 12 tokens, a document start at row 1 position 5
+      const int B = 2, T = 12;
+      std::vector<int> tok(B * T), tgt(B * T);
+      std::vector<std::uint8_t> ds(B * T, 0);
+      fbt::Rng r2(3);
+      for (int i = 0; i < B * T; ++i) tok[i] = int(r2.below(257)), tgt[i] = int(r2.below(257));
+      ds[T + 5] = 1;
+      fbt::Workspace<M> w;
+      fbt::StepOptions o;
+      o.K = M::has_feedback ? 3 : 1, o.backward = false;
+      const fbt::StepStats st = fbt::multipass_step(m, w, fbt::Batch{B, T, tok.data(), tgt.data(), ds.data()}, o);
+      const auto& want = expect[fuser]["pass_loss"];
+      ASSERT_EQ(int(want.size()), o.K);
+      for (int j = 0; j < o.K; ++j) EXPECT_NEAR(st.loss[j], want[j].get<double>(), 2e-6 * want[j].get<double>()) << "pass " << j + 1;
+      fbt::Decoder<M> dec(m, 256);
+      for (const auto& kv : expect[fuser]["greedy"].items()) {
+        fbt::GenerateOptions go;
+        go.mode = fbt::DecodeModeSpec::parse(kv.key());
+        go.max_new_tokens = 12;
+        EXPECT_EQ(fbt::generate(dec, std::vector<int>{72, 101, 108, 108, 111, 44, 32}, go), kv.value().get<std::vector<int>>()) << kv.key();
+      }
+    });
+  }
+}
+
+// A v1 training run (model + train_state with its train_config) resumes: steps 2 and 3 draw the same
+// pass counts and give the losses the old code gave when it continued the same checkpoint (relative
+// 1e-5: two float training steps, whose sums may be ordered differently on another CPU or compiler).
+TEST_F(Checkpoint, V1TrainingRunResumes) {
+  const std::string ck = path("run/checkpoint");
+  fs::create_directories(path("run"));
+  fs::copy(fixture("train_checkpoint"), ck, fs::copy_options::recursive);
+  const fbt::TrainConfig c = fbt::read_train_config(ck);
+  EXPECT_EQ(c.model.fuser, "glu");
+  auto t = fbt::Trainer<fbt::Model<float>>::resume(ck, [&](fbt::TrainConfig& cc) { cc.steps = 4, cc.out_dir = path("run"); });
+  EXPECT_EQ(t->step, 2);
+  const json expect = json::parse(read_bytes(fixture("train_expected.json")))["steps"];
+  for (int s = 2; s < 4; ++s) {
+    const auto r = t->train_step();
+    const json& e = expect[std::to_string(s)];
+    EXPECT_EQ(r.K, e["K"].get<int>()) << "step " << s;
+    ASSERT_EQ(r.loss.size(), e["loss"].size());
+    for (std::size_t j = 0; j < r.loss.size(); ++j) EXPECT_NEAR(r.loss[j], e["loss"][j].get<double>(), 1e-5 * r.loss[j]) << "step " << s << " pass " << j + 1;
+  }
 }
 
 }  // namespace

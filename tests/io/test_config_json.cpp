@@ -71,6 +71,10 @@ void expect_same(const fbt::ModelConfig& a, const fbt::ModelConfig& b) {
   EXPECT_EQ(a.input_norm, b.input_norm);
   EXPECT_EQ(a.glu_init, b.glu_init);
   EXPECT_EQ(a.gated_add_alpha, b.gated_add_alpha);
+  EXPECT_EQ(a.feedback_layer, b.feedback_layer);
+  EXPECT_EQ(a.layer_intermediate_size, b.layer_intermediate_size);
+  EXPECT_EQ(a.layer_num_attention_heads, b.layer_num_attention_heads);
+  EXPECT_EQ(a.layer_num_key_value_heads, b.layer_num_key_value_heads);
 }
 
 TEST_F(ConfigJson, RoundTripKeepsEveryField) {
@@ -102,6 +106,28 @@ TEST_F(ConfigJson, RoundTripKeepsEveryField) {
   expect_same(r, d);
   EXPECT_EQ(fbt::to_json(d)["head_dim"], d.hidden_size / d.num_attention_heads);
   EXPECT_EQ(fbt::to_json(r), fbt::to_json(d));
+}
+
+// A middle-layer tap and a heterogeneous stack are recorded (and only then: a uniform model's config
+// has exactly the keys it had before these fields existed, so its checkpoint bytes do not change).
+TEST_F(ConfigJson, TapAndPerLayerSizesRoundTrip) {
+  fbt::ModelConfig c = tiny();
+  c.num_hidden_layers = 3, c.feedback_source = "layer", c.feedback_layer = 1;
+  c.layer_intermediate_size = {12, 24, 6}, c.layer_num_attention_heads = {2, 4, 2}, c.layer_num_key_value_heads = {1, 2, 2};
+  c.head_dim = 4;
+  const json j = fbt::to_json(c);
+  EXPECT_EQ(j["feedback_layer"], 1);
+  EXPECT_EQ(j["layer_intermediate_size"], json::array({12, 24, 6}));
+  EXPECT_EQ(j.size(), 23u + 4u) << j.dump();
+  expect_same(fbt::config_from_json(json::parse(j.dump()), "mem"), c);
+  for (const char* k : {"feedback_layer", "layer_intermediate_size", "layer_num_attention_heads", "layer_num_key_value_heads"})
+    EXPECT_FALSE(fbt::to_json(tiny()).contains(k)) << k;
+  json bad = j;
+  bad["layer_intermediate_size"] = json::array({12, 24});
+  EXPECT_FBT_ERROR(fbt::config_from_json(bad, "mem"), "mem", "layer_intermediate_size", "one per layer");
+  bad = j;
+  bad["layer_num_attention_heads"] = "2,4,2";
+  EXPECT_FBT_ERROR(fbt::config_from_json(bad, "mem"), "mem", "layer_num_attention_heads", "array of integers");
 }
 
 TEST_F(ConfigJson, SaveReplacesAnExistingFile) {
@@ -166,8 +192,8 @@ TEST_F(ConfigJson, InvalidValueIsRefusedByValidate) {
   j["num_key_value_heads"] = 3;  // does not divide 2 heads
   EXPECT_FBT_ERROR(fbt::config_from_json(j, "'bad.json'"), "num_key_value_heads", "'bad.json'");
   j = fbt::to_json(tiny());
-  j["fuser"] = "bogus";
-  EXPECT_FBT_ERROR(fbt::config_from_json(j, "'bad.json'"), "fuser", "bogus", "'bad.json'");
+  j["fuser"] = "";  // any other name may be a user's fuser: the model type that loads it checks it (test_config.cpp)
+  EXPECT_FBT_ERROR(fbt::config_from_json(j, "'bad.json'"), "fuser", "empty", "'bad.json'");
   j = fbt::to_json(tiny());
   j["hidden_size"] = -8;
   EXPECT_FBT_ERROR(fbt::config_from_json(j, "'bad.json'"), "hidden_size", "'bad.json'");

@@ -15,6 +15,7 @@
 
 #include "common/layer_harness.hpp"
 #include "fbt/layers/attention.hpp"
+#include "fbt/model/builder.hpp"
 
 using namespace fbt;
 using namespace fbt_test;
@@ -33,34 +34,17 @@ ModelConfig attn_config(bool qk_norm, int nkv) {
   return c;
 }
 
-/// One attention layer with its own store, arena, cache and scratch (not copyable: the cache points into the arena).
-template <class T> struct Rig {
-  int Bn, Tl;
-  CausalSelfAttention<T> layer;
-  ParamStore<T> ps;
-  Arena<T> arena;
-  typename CausalSelfAttention<T>::Cache cache;
-  typename CausalSelfAttention<T>::Scratch scratch;
-  RopeTable<T> rope;
-  PassTables tabs;
-  Rig(const ModelConfig& cfg, int b, int t, PassTables tb) : Bn(b), Tl(t), layer(cfg), tabs(std::move(tb)) {
-    layer.declare(ps, kPrefix, cfg.initializer_range, cfg.initializer_range / std::sqrt(2.0 * cfg.num_hidden_layers));
-    ps.finalize();
-    arena.build([&](Arena<T>& a) {
-      layer.alloc(a, cache, Bn, Tl);
-      layer.alloc_scratch(a, scratch, Bn, Tl);
-    });
-    rope = RopeTable<T>(cfg.max_position_embeddings, cfg.hs(), cfg.rope_theta);
-  }
-  Rig(const Rig&) = delete;
-  int N() const { return Bn * Tl; }
-  PassShape shape() const { return PassShape{Bn, Tl, tabs.pos.data(), tabs.first.data()}; }
+/// One attention layer with its own store and cache (tests/common/layer_harness.hpp LayerRig).
+template <class T> struct Rig : LayerRig<CausalSelfAttention<T>> {
+  using Base = LayerRig<CausalSelfAttention<T>>;
+  Rig(const ModelConfig& cfg, int b, int t, PassTables tb)
+      : Base(CausalSelfAttention<T>(layer_spec(cfg, 0).attention()), kPrefix, b, t, std::move(tb)) {}
   std::vector<T> forward(const T* x) {
-    std::vector<T> y(std::size_t(N()) * D, T(0));
-    layer.forward(ps, cache, x, y.data(), shape(), rope);
+    std::vector<T> y(std::size_t(this->N()) * D, T(0));
+    this->layer.forward(this->be, this->w(), this->cache, x, y.data(), this->shape());
     return y;
   }
-  void backward(const T* dy, T* dx, const T* x) { layer.backward(ps, cache, scratch, dy, dx, x, shape(), rope); }
+  void backward(const T* dy, T* dx, const T* x) { this->layer.backward(this->be, this->w(), this->cache, dy, dx, x, this->shape()); }
 };
 
 struct Case {
@@ -219,7 +203,7 @@ TEST(AttentionLayerSetup, ForwardAccumulatesIntoY) {
   const auto y = r.forward(x.data());
   std::vector<double> y2 = randn_vec(y.size(), 8);
   const std::vector<double> y0 = y2;
-  r.layer.forward(r.ps, r.cache, x.data(), y2.data(), r.shape(), r.rope);
+  r.layer.forward(r.be, r.w(), r.cache, x.data(), y2.data(), r.shape());
   for (std::size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y2[i], y0[i] + y[i], 1e-13);
 }
 

@@ -1,4 +1,4 @@
-// tests/layers/test_block.cpp: Block (fbt/layers/block.hpp), mid = x + Attn(RMSNorm_1(x)),
+// tests/layers/test_block.cpp: DecoderBlock = PreNormBlock<CausalSelfAttention, SwiGLU> (fbt/layers/block.hpp), mid = x + Attn(RMSNorm_1(x)),
 // out = mid + SwiGLU(RMSNorm_2(mid)).
 //
 // Setup: D 8, NH 4, NKV 2, head_dim 4 (NH*hs = 16 != D), F 12, B 2, T 5; parameters moved away from init (gains
@@ -10,11 +10,16 @@
 //   the whole store, against central finite differences of f = sum w * out in double: normwise rel err
 //   < 1e-6 and non-zero gradients;
 // - parameter gradients accumulate (two backward calls double them);
-// - float forward agrees with double to 1e-5 of the output scale.
+// - float forward agrees with double to 1e-5 of the output scale;
+// - the KV-cached decoding step (decode) of the last position equals the forward's last row (1e-13), with
+//   the cache filled from the forward's keys and values (kv), for two sequences stepped together;
+// - blocks of one stack may differ: a block built from its own LayerSpec with other heads and MLP width
+//   reports that spec back (layer_spec) and declares tensors of those shapes.
 #include <gtest/gtest.h>
 
 #include "common/layer_harness.hpp"
 #include "fbt/layers/block.hpp"
+#include "fbt/model/builder.hpp"
 
 using namespace fbt;
 using namespace fbt_test;
@@ -31,31 +36,15 @@ ModelConfig block_config(bool qk_norm) {
   return c;
 }
 
-template <class T> struct Rig {
-  Block<T> blk;
-  ParamStore<T> ps;
-  Arena<T> arena;
-  typename Block<T>::Cache cache;
-  typename Block<T>::Scratch scratch;
-  RopeTable<T> rope;
-  PassTables tabs;
-  Rig(const ModelConfig& cfg, PassTables tb) : blk(cfg), tabs(std::move(tb)) {
-    blk.declare(ps, 0, cfg.initializer_range, cfg.initializer_range / std::sqrt(2.0 * cfg.num_hidden_layers));
-    ps.finalize();
-    arena.build([&](Arena<T>& a) {
-      blk.alloc(a, cache, B, Tn);
-      blk.alloc_scratch(a, scratch, B, Tn);
-    });
-    rope = RopeTable<T>(cfg.max_position_embeddings, cfg.hs(), cfg.rope_theta);
-  }
-  Rig(const Rig&) = delete;
+template <class T> struct Rig : LayerRig<DecoderBlock<T>> {
+  Rig(const ModelConfig& cfg, PassTables tb) : LayerRig<DecoderBlock<T>>(DecoderBlock<T>(layer_spec(cfg, 0)), "model.layers.0.", B, Tn, std::move(tb)) {}
   static constexpr int N = B * Tn;
-  PassShape shape() const { return PassShape{B, Tn, tabs.pos.data(), tabs.first.data()}; }
   std::vector<T> forward(const T* x) {
     std::vector<T> out(std::size_t(N) * D, T(7));  // stale contents: forward must overwrite
-    blk.forward(ps, cache, x, out.data(), shape(), rope);
+    this->layer.forward(this->be, this->w(), this->cache, x, out.data(), this->shape());
     return out;
   }
+  void backward(T* dx, const T* x) { this->layer.backward(this->be, this->w(), this->cache, dx, x, this->shape()); }
 };
 
 struct Case {
@@ -76,23 +65,19 @@ TEST_P(BlockTest, ForwardIsPreNormResidualComposition) {
   const auto x = randn_vec(std::size_t(r.N) * D, 2);
   const auto out = r.forward(x.data());
 
-  // the same block by hand, on fresh caches
+  // the same block by hand, from its attention and MLP layers on fresh caches
   const int N = r.N;
-  Arena<double> a2;
-  typename CausalSelfAttention<double>::Cache ac;
-  typename SwiGLUMlp<double>::Cache mc;
-  a2.build([&](Arena<double>& a) {
-    r.blk.attn.alloc(a, ac, B, Tn);
-    r.blk.mlp.alloc(a, mc, B, Tn);
-  });
+  LayerRig<CausalSelfAttention<double>> ra(r.layer.attn, "", B, Tn, r.tabs);
+  LayerRig<SwiGLU<double>> rm(r.layer.mlp, "", B, Tn, r.tabs);
+  const Weights<double> w = r.w();  // the block's store: the sub-layers keep its offsets
   std::vector<double> ln(N * D), rs(N), mid = x, ref;
   rmsnorm_forward(smat(ln.data(), N, D), vec(rs.data(), N), csmat(x.data(), N, D),
                   cvec(r.ps.value("model.layers.0.input_layernorm.weight"), D), cfg.rms_norm_eps);
-  r.blk.attn.forward(r.ps, ac, ln.data(), mid.data(), r.shape(), r.rope);  // mid = x + attn(ln1)
+  r.layer.attn.forward(r.be, w, ra.cache, ln.data(), mid.data(), r.shape());  // mid = x + attn(ln1)
   ref = mid;
   rmsnorm_forward(smat(ln.data(), N, D), vec(rs.data(), N), csmat(mid.data(), N, D),
                   cvec(r.ps.value("model.layers.0.post_attention_layernorm.weight"), D), cfg.rms_norm_eps);
-  r.blk.mlp.forward(r.ps, mc, ln.data(), ref.data(), N);  // out = mid + mlp(ln2)
+  r.layer.mlp.forward(r.be, w, rm.cache, ln.data(), ref.data(), r.shape());  // out = mid + mlp(ln2)
   EXPECT_LT(max_scaled_diff(out, ref), 1e-13);
   EXPECT_LT(max_scaled_diff(r.cache.mid, mid.data(), mid.size()), 1e-13);
 }
@@ -106,7 +91,7 @@ TEST_P(BlockTest, BackwardMatchesFiniteDifference) {
   r.ps.zero_grad();
   r.forward(x.data());
   std::vector<double> dx = w;  // in place: d out on entry
-  r.blk.backward(r.ps, r.cache, r.scratch, dx.data(), x.data(), r.shape(), r.rope);
+  r.backward(dx.data(), x.data());
   const std::vector<double> grad(r.ps.grads(), r.ps.grads() + r.ps.size());
   auto f = [&]() { return dot(w, r.forward(x.data()).data()); };
   expect_input_grad(f, x.data(), dx.data(), dx.size(), "block dx " + name_of(c));
@@ -116,7 +101,7 @@ TEST_P(BlockTest, BackwardMatchesFiniteDifference) {
   // in-place dx is the same as the first time
   r.forward(x.data());
   std::vector<double> dx2 = w;
-  r.blk.backward(r.ps, r.cache, r.scratch, dx2.data(), x.data(), r.shape(), r.rope);
+  r.backward(dx2.data(), x.data());
   for (std::size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx2[i], dx[i], 1e-13);
   for (std::size_t i = 0; i < grad.size(); ++i) EXPECT_NEAR(r.ps.grads()[i], 2 * grad[i], 1e-12);
 }
@@ -145,6 +130,59 @@ TEST(BlockSetup, ParameterNames) {
                         "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"})
     EXPECT_TRUE(r.ps.has(std::string("model.layers.0.") + n)) << n;
   EXPECT_EQ(r.ps.specs().size(), 11u);
+}
+
+// Decoding: each of two sequences holds the keys and values of positions [0, T-1) (committed from a
+// forward, as a prefill does) and steps its last position; the block's output there equals the
+// forward's last row. Row 1 is a document that starts at position 3 (first = 3), so its cache holds
+// only positions [3, T-1) and the step's position is relative to the document.
+TEST(BlockSetup, DecodeStepEqualsForwardsLastRow) {
+  for (bool qk : {true, false}) {
+    Rig<double> r(block_config(qk), pass_tables(B, Tn, {{}, {3}}));
+    randomize_store(r.ps, 21);
+    const auto x = randn_vec(std::size_t(r.N) * D, 22);
+    const auto out = r.forward(x.data());
+    const auto kv = r.layer.kv(r.cache);
+    const int KD = r.layer.kv_width();
+    // caches (capacity T) per sequence from the forward's keys and values
+    std::vector<std::vector<double>> kc(B), vc(B);
+    std::vector<int> pos(B), len1(B);
+    std::vector<double> xs(std::size_t(B) * D);
+    for (int b = 0; b < B; ++b) {
+      const int first = r.tabs.first[b * Tn + Tn - 1], n = Tn - first;  // positions of the last row's document
+      kc[b].assign(kv.first + std::size_t(b * Tn + first) * KD, kv.first + std::size_t(b * Tn + Tn) * KD);
+      vc[b].assign(kv.second + std::size_t(b * Tn + first) * KD, kv.second + std::size_t(b * Tn + Tn) * KD);
+      std::fill(kc[b].end() - KD, kc[b].end(), 0.0), std::fill(vc[b].end() - KD, vc[b].end(), 0.0);  // the step writes its own
+      pos[b] = n - 1, len1[b] = n;
+      std::copy(x.begin() + std::size_t(b * Tn + Tn - 1) * D, x.begin() + std::size_t(b * Tn + Tn) * D, xs.begin() + std::size_t(b) * D);
+    }
+    double* kp[B] = {kc[0].data(), kc[1].data()};
+    double* vp[B] = {vc[0].data(), vc[1].data()};
+    HostBuffer<double> mem;
+    typename DecoderBlock<double>::DecodeCache dc{};
+    lay_out<double>(mem, [&](Carver<double>& a) { r.layer.alloc_decode(r.be, a, dc, B); });
+    r.layer.decode(r.be, r.w(), dc, xs.data(), DecodeStep<double>{B, pos.data(), len1.data(), Tn, kp, vp});
+    for (int b = 0; b < B; ++b)
+      EXPECT_LT(max_scaled_diff(xs.data() + std::size_t(b) * D, out.data() + std::size_t(b * Tn + Tn - 1) * D, D), 1e-13) << "qk " << qk << " row " << b;
+    // and the step appended its own key and value where the forward had them
+    for (int b = 0; b < B; ++b)
+      EXPECT_LT(max_scaled_diff(kc[b].data() + std::size_t(pos[b]) * KD, kv.first + std::size_t(b * Tn + Tn - 1) * KD, KD), 1e-13);
+  }
+}
+
+// Heterogeneous stacks: a block is made from its own sizes, not the model's.
+TEST(BlockSetup, BuiltFromItsOwnSpec) {
+  LayerSpec s = layer_spec(block_config(true), 0);
+  s.num_attention_heads = 2, s.num_key_value_heads = 1, s.intermediate_size = 20;
+  LayerRig<DecoderBlock<double>> r(DecoderBlock<double>(s), "model.layers.3.", B, Tn, pass_tables(B, Tn));
+  EXPECT_EQ(r.ps.spec("model.layers.3.self_attn.q_proj.weight").shape, (Shape{2 * 4, D}));
+  EXPECT_EQ(r.ps.spec("model.layers.3.self_attn.k_proj.weight").shape, (Shape{4, D}));
+  EXPECT_EQ(r.ps.spec("model.layers.3.mlp.gate_proj.weight").shape, (Shape{20, D}));
+  const LayerSpec back = r.layer.layer_spec();
+  EXPECT_EQ(back.num_attention_heads, 2);
+  EXPECT_EQ(back.num_key_value_heads, 1);
+  EXPECT_EQ(back.intermediate_size, 20);
+  EXPECT_EQ(r.layer.kv_width(), 4);
 }
 
 }  // namespace

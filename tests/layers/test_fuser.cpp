@@ -1,15 +1,16 @@
-// tests/layers/test_fuser.cpp: FeedbackFuser (fbt/layers/fuser.hpp) for glu, gated_add and concat.
+// tests/layers/test_fuser.cpp: the built-in fusers GluFuser, GatedAddFuser and ConcatFuser (fbt/layers/*_fuser.hpp),
+// each written against the fuser contract of fbt/layers/fuser.hpp.
 //
 //   glu        u = (W_U s) * sigmoid(W_G N_g(e))
 //   gated_add  u = e + alpha * sigmoid(W_g [N_g(e); N_s(s)] + b_g) * (W_s N_s(s))
 //   concat     u = W_c [N_s(s); N_g(e)]
 // Setup: D 8, N 10 (B*T = 2*5); parameters moved away from init (gains/bias 1 + N(0, 0.2^2), matrices
 // N(0, 0.3^2)). Checks:
-// - forward (shared_forward + forward) against the formulas as plain loops (1e-12 of the output scale),
+// - forward (pre_forward + forward) against the formulas as plain loops (1e-12 of the output scale),
 //   with the concatenation orders and tensor names of spec section 9 and alpha from the config;
-// - backward + shared_backward w.r.t. s, e and every parameter tensor (then the whole store) against
+// - backward + pre_backward w.r.t. s, e and every parameter tensor (then the whole store) against
 //   central finite differences of f = sum w * u in double: normwise rel err < 1e-6, non-zero gradients;
-//   also for two passes sharing one shared_forward / shared_backward (the multi-pass use);
+//   also for two passes sharing one precompute (the multi-pass use);
 // - ds = nullptr (detached) gives the same parameter grads and de (1e-14) and writes no ds;
 // - gradients accumulate (pre-filled ds, de and parameter grads are added to);
 // - init (spec sections 2 and 9), with fresh ps.init values: glu W_U = I and W_G sample std within 30%
@@ -19,7 +20,8 @@
 #include <gtest/gtest.h>
 
 #include "common/layer_harness.hpp"
-#include "fbt/layers/fuser.hpp"
+#include "fbt/layers/contract.hpp"
+#include "fbt/model/builder.hpp"
 
 using namespace fbt;
 using namespace fbt_test;
@@ -36,42 +38,73 @@ ModelConfig fuser_config(const std::string& fuser, int d = D) {
   return c;
 }
 
-/// One fuser with its store, one Shared block and P per-pass caches.
-template <class T> struct Rig {
+/// One fuser (type F, built from the config as the model builds it) with its store, its precompute and P
+/// per-pass caches, on the CPU backend.
+template <class F> struct Rig {
+  using T = typename F::Scalar;
+  static_assert(check_fuser<F, CpuBackend<T>>(), "");
   int n, P;
-  FeedbackFuser<T> fz;
+  F fz;
   ParamStore<T> ps;
-  Arena<T> arena;
-  typename FeedbackFuser<T>::Shared sh;
-  std::vector<typename FeedbackFuser<T>::Cache> caches;
-  typename FeedbackFuser<T>::Scratch sc;
-  Rig(const ModelConfig& cfg, int n_ = N, int passes = 1) : n(n_), P(passes), fz(cfg), caches(passes) {
-    fz.declare(ps, cfg);
+  CpuBackend<T> be;
+  HostBuffer<T> mem;
+  typename FuserOps<F>::PreCache pc{};
+  std::vector<typename F::Cache> caches;
+  T *pre = nullptr, *dpre = nullptr;  // (n, D)
+  Rig(const ModelConfig& cfg, int n_ = N, int passes = 1) : n(n_), P(passes), fz(FuserConfig<F>::make(cfg)), caches(passes) {
+    fz.declare(ParamRegistry<T>(ps, kP));
     ps.finalize();
-    arena.build([&](Arena<T>& a) {
-      fz.alloc_shared(a, sh, n);
-      for (auto& c : caches) fz.alloc(a, c, n);
-      fz.alloc_scratch(a, sc, n);
+    lay_out_regions<T>(mem, [&](Regions<T>& r) {
+      pre = r.keep.take(std::size_t(n) * d()), dpre = r.keep.take(std::size_t(n) * d());
+      Carver<T> t = r.temp();
+      fz.alloc_pre(be, r.keep, t, pc, n, true);
+      r.done(t);
+      for (auto& c : caches) {
+        Carver<T> tc = r.temp();
+        fz.alloc(be, r.keep, tc, c, n, true);
+        r.done(tc);
+      }
     });
   }
   Rig(const Rig&) = delete;
   int d() const { return fz.D; }
+  Weights<T> w() { return host_weights(ps); }
   /// u_p = Fuse(s_p, e) for each pass p (s holds P (n, D) blocks); returns the P blocks of u.
   std::vector<T> forward(const T* s, const T* e) {
     std::vector<T> u(std::size_t(P) * n * d(), T(0));
-    fz.shared_forward(ps, sh, e, n);
-    for (int p = 0; p < P; ++p) fz.forward(ps, sh, caches[p], s + std::size_t(p) * n * d(), e, u.data() + std::size_t(p) * n * d(), n);
+    fz.pre_forward(be, w(), pc, e, pre, n);
+    be.zero(dpre, std::size_t(n) * d());
+    for (int p = 0; p < P; ++p) fz.forward(be, w(), caches[p], s + std::size_t(p) * n * d(), e, pre, u.data() + std::size_t(p) * n * d(), n);
     return u;
   }
-  /// After forward: per-pass backward (last pass first, as the model runs it), then one shared_backward.
+  /// After forward: per-pass backward (last pass first, as the model runs it), then one pre_backward.
   void backward(const T* du, T* ds, T* de, const T* s, const T* e) {
     for (int p = P - 1; p >= 0; --p) {
       const std::size_t o = std::size_t(p) * n * d();
-      fz.backward(ps, sh, caches[p], sc, du + o, ds ? ds + o : nullptr, de, s + o, n);
+      fz.backward(be, w(), caches[p], s + o, e, pre, du + o, ds ? ds + o : nullptr, de, dpre, n);
     }
-    fz.shared_backward(ps, sh, e, de, n);
+    fz.pre_backward(be, w(), pc, e, dpre, de, n);
   }
 };
+
+/// Calls fn(Kind<F>) for the fuser named `kind`; Kind<F>::of<T> is F<T>.
+template <template <class> class F> struct Kind {
+  template <class T> using of = F<T>;
+};
+template <class Fn> void with_kind(const std::string& kind, Fn&& fn) {
+  if (kind == "glu") fn(Kind<GluFuser>{});
+  else if (kind == "gated_add") fn(Kind<GatedAddFuser>{});
+  else if (kind == "concat") fn(Kind<ConcatFuser>{});
+  else FAIL() << "unknown fuser " << kind;
+}
+/// FBT_FUSER(kind, { body }): the body with Fd / Ff the fuser type in double / float.
+#define FBT_FUSER(kind, ...)                                              \
+  with_kind(kind, [&](auto K_) {                                         \
+    using Fd = typename decltype(K_)::template of<double>;                \
+    using Ff = typename decltype(K_)::template of<float>;                 \
+    (void)sizeof(Ff*);                                                    \
+    __VA_ARGS__                                                           \
+  })
 
 const std::vector<std::string> kFusers = {"glu", "gated_add", "concat"};
 
@@ -128,17 +161,20 @@ TEST_P(Fuser, ForwardMatchesFormula) {
   const std::string kind = GetParam();
   ModelConfig cfg = fuser_config(kind);
   cfg.gated_add_alpha = 0.35;  // alpha comes from the config
-  Rig<double> r(cfg);
-  randomize_store(r.ps, 1);
-  const auto s = randn_vec(N * D, 2), e = randn_vec(N * D, 3);
-  const auto u = r.forward(s.data(), e.data());
-  const double d = max_scaled_diff(u, ref_fuse(kind, r.ps, s, e, 0.35, cfg.rms_norm_eps));
-  EXPECT_LT(d, 1e-12) << kind;
+  FBT_FUSER(kind, {
+    Rig<Fd> r(cfg);
+    randomize_store(r.ps, 1);
+    const auto s = randn_vec(N * D, 2), e = randn_vec(N * D, 3);
+    const auto u = r.forward(s.data(), e.data());
+    const double d = max_scaled_diff(u, ref_fuse(kind, r.ps, s, e, 0.35, cfg.rms_norm_eps));
+    EXPECT_LT(d, 1e-12) << kind;
+  });
 }
 
 TEST_P(Fuser, ParameterNamesAndShapes) {
   const std::string kind = GetParam();
-  Rig<double> r(fuser_config(kind));
+  FBT_FUSER(kind, {
+  Rig<Fd> r(fuser_config(kind));
   std::vector<std::pair<std::string, Shape>> expect;
   if (kind == "glu") expect = {{"w_u.weight", {D, D}}, {"w_g.weight", {D, D}}, {"gate_norm.weight", {D}}};
   if (kind == "gated_add")
@@ -149,11 +185,13 @@ TEST_P(Fuser, ParameterNamesAndShapes) {
     ASSERT_TRUE(r.ps.has(kP + name)) << name;
     EXPECT_EQ(r.ps.spec(kP + name).shape, shape) << name;
   }
+  EXPECT_STREQ(Fd::name, kind.c_str());
+  });
 }
 
-void grad_check(const std::string& kind, int passes) {
+template <class F> void grad_check(const std::string& kind, int passes) {
   const std::string tag = kind + (passes > 1 ? "_P" + std::to_string(passes) : "");
-  Rig<double> r(fuser_config(kind), N, passes);
+  Rig<F> r(fuser_config(kind), N, passes);
   randomize_store(r.ps, 4);
   auto s = randn_vec(std::size_t(passes) * N * D, 5), e = randn_vec(N * D, 6, 1.0, 0.3);
   const auto w = random_weights(std::size_t(passes) * N * D, 7);
@@ -168,12 +206,13 @@ void grad_check(const std::string& kind, int passes) {
   expect_store_grads(r.ps, grad, f, tag);
 }
 
-TEST_P(Fuser, BackwardMatchesFiniteDifference) { grad_check(GetParam(), 1); }
-TEST_P(Fuser, TwoPassesShareOneSharedPart) { grad_check(GetParam(), 2); }
+TEST_P(Fuser, BackwardMatchesFiniteDifference) { FBT_FUSER(GetParam(), { grad_check<Fd>(GetParam(), 1); }); }
+TEST_P(Fuser, TwoPassesShareOnePrecompute) { FBT_FUSER(GetParam(), { grad_check<Fd>(GetParam(), 2); }); }
 
 TEST_P(Fuser, DetachedStateGivesSameParamGradsAndDe) {
   const std::string kind = GetParam();
-  Rig<double> r(fuser_config(kind));
+  FBT_FUSER(kind, {
+  Rig<Fd> r(fuser_config(kind));
   randomize_store(r.ps, 8);
   const auto s = randn_vec(N * D, 9), e = randn_vec(N * D, 10);
   const auto w = random_weights(N * D, 11);
@@ -193,11 +232,13 @@ TEST_P(Fuser, DetachedStateGivesSameParamGradsAndDe) {
   double ds_norm = 0;
   for (double v : ds) ds_norm += v * v;
   EXPECT_GT(ds_norm, 0.0) << "the attached run must have a state gradient for this test to mean anything";
+  });
 }
 
 TEST_P(Fuser, BackwardAccumulates) {
   const std::string kind = GetParam();
-  Rig<double> r(fuser_config(kind));
+  FBT_FUSER(kind, {
+  Rig<Fd> r(fuser_config(kind));
   randomize_store(r.ps, 12);
   const auto s = randn_vec(N * D, 13), e = randn_vec(N * D, 14);
   const auto w = random_weights(N * D, 15);
@@ -213,13 +254,15 @@ TEST_P(Fuser, BackwardAccumulates) {
   for (std::size_t i = 0; i < ds.size(); ++i) EXPECT_NEAR(ds2[i], ds[i] + 0.5, 1e-13) << kind;
   for (std::size_t i = 0; i < de.size(); ++i) EXPECT_NEAR(de2[i], de[i] + 0.5, 1e-13) << kind;
   for (std::size_t i = 0; i < grad.size(); ++i) EXPECT_NEAR(r.ps.grads()[i], 2 * grad[i], 1e-12) << kind;
+  });
 }
 
 TEST_P(Fuser, FloatForwardAgreesWithDouble) {
   // tolerance: 1e-5 of the output scale
   const std::string kind = GetParam();
-  Rig<double> rd(fuser_config(kind));
-  Rig<float> rf(fuser_config(kind));
+  FBT_FUSER(kind, {
+  Rig<Fd> rd(fuser_config(kind));
+  Rig<Ff> rf(fuser_config(kind));
   randomize_store(rd.ps, 16);
   copy_values(rf.ps, rd.ps);
   const auto s = randn_vec(N * D, 17), e = randn_vec(N * D, 18);
@@ -227,6 +270,7 @@ TEST_P(Fuser, FloatForwardAgreesWithDouble) {
   const double d = max_scaled_diff(rf.forward(sf.data(), ef.data()), rd.forward(s.data(), e.data()));
   std::printf("  %s float vs double: %.3g\n", kind.c_str(), d);
   EXPECT_LT(d, 1e-5);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, Fuser, ::testing::ValuesIn(kFusers), [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
@@ -236,7 +280,7 @@ INSTANTIATE_TEST_SUITE_P(Kinds, Fuser, ::testing::ValuesIn(kFusers), [](const ::
 constexpr int kInitD = 32;  // 1024 entries per matrix: a sample std within a few percent
 
 TEST(FuserInit, GluIsIdentityTimesNearlyHalfGate) {
-  Rig<double> r(fuser_config("glu", kInitD), N);
+  Rig<GluFuser<double>> r(fuser_config("glu", kInitD), N);
   r.ps.init(42);
   const double* wu = r.ps.value(kP + "w_u.weight");
   for (int i = 0; i < kInitD; ++i)
@@ -258,13 +302,13 @@ TEST(FuserInit, GluIsIdentityTimesNearlyHalfGate) {
 TEST(FuserInit, GluInitKnobs) {
   ModelConfig c = fuser_config("glu", kInitD);
   c.glu_init = "identity_both";
-  Rig<double> a(c, N);
+  Rig<GluFuser<double>> a(c, N);
   a.ps.init(1);
   const double* wg = a.ps.value(kP + "w_g.weight");
   for (int i = 0; i < kInitD; ++i)
     for (int j = 0; j < kInitD; ++j) ASSERT_EQ(wg[i * kInitD + j], i == j ? 1.0 : 0.0) << "identity_both: W_G = I";
   c.glu_init = "fan_in";
-  Rig<double> b(c, N);
+  Rig<GluFuser<double>> b(c, N);
   b.ps.init(2);
   for (const char* name : {"w_u.weight", "w_g.weight"}) {
     const double* w = b.ps.value(kP + name);
@@ -276,7 +320,7 @@ TEST(FuserInit, GluInitKnobs) {
 }
 
 TEST(FuserInit, GatedAddIsExactlyTheEmbedding) {
-  Rig<double> r(fuser_config("gated_add", kInitD), N);
+  Rig<GatedAddFuser<double>> r(fuser_config("gated_add", kInitD), N);
   r.ps.init(7);
   const double* ws = r.ps.value(kP + "w_s.weight");
   for (int i = 0; i < kInitD * kInitD; ++i) ASSERT_EQ(ws[i], 0.0) << "W_s must be 0 at init";
@@ -287,7 +331,7 @@ TEST(FuserInit, GatedAddIsExactlyTheEmbedding) {
 
 TEST(FuserInit, ConcatIsTheNormalisedEmbedding) {
   const double eps = 1e-6;
-  Rig<double> r(fuser_config("concat", kInitD), N);
+  Rig<ConcatFuser<double>> r(fuser_config("concat", kInitD), N);
   r.ps.init(10);
   const double* wc = r.ps.value(kP + "w_c.weight");
   for (int i = 0; i < kInitD; ++i)

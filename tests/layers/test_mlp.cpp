@@ -1,4 +1,4 @@
-// tests/layers/test_mlp.cpp: SwiGLUMlp (fbt/layers/mlp.hpp), y += W_down (silu(W_gate x) * (W_up x)).
+// tests/layers/test_mlp.cpp: SwiGLU (fbt/layers/mlp.hpp), y += W_down (silu(W_gate x) * (W_up x)).
 //
 // Setup: D 8, F 12, N = B*T = 2*5; parameters N(0, 0.3^2). Checks:
 // - forward against plain loops (1e-12 of the output scale) and that forward accumulates into y;
@@ -11,6 +11,7 @@
 
 #include "common/layer_harness.hpp"
 #include "fbt/layers/mlp.hpp"
+#include "fbt/model/builder.hpp"
 
 using namespace fbt;
 using namespace fbt_test;
@@ -27,31 +28,18 @@ ModelConfig mlp_config() {
   return c;
 }
 
-template <class T> struct Rig {
-  SwiGLUMlp<T> layer;
-  ParamStore<T> ps;
-  Arena<T> arena;
-  typename SwiGLUMlp<T>::Cache cache;
-  typename SwiGLUMlp<T>::Scratch scratch;
-  explicit Rig(const ModelConfig& cfg) : layer(cfg) {
-    layer.declare(ps, kPrefix, cfg.initializer_range, cfg.initializer_range / std::sqrt(2.0 * cfg.num_hidden_layers));
-    ps.finalize();
-    arena.build([&](Arena<T>& a) {
-      layer.alloc(a, cache, B, Tn);
-      layer.alloc_scratch(a, scratch, B, Tn);
-    });
-  }
-  Rig(const Rig&) = delete;
+template <class T> struct Rig : LayerRig<SwiGLU<T>> {
+  explicit Rig(const ModelConfig& cfg) : LayerRig<SwiGLU<T>>(SwiGLU<T>(layer_spec(cfg, 0).mlp()), kPrefix, B, Tn, pass_tables(B, Tn)) {}
   static constexpr int N = B * Tn;
   std::vector<T> forward(const T* x) {
     std::vector<T> y(std::size_t(N) * D, T(0));
-    layer.forward(ps, cache, x, y.data(), N);
+    this->layer.forward(this->be, this->w(), this->cache, x, y.data(), this->shape());
     return y;
   }
-  void backward(const T* dy, T* dx, const T* x) { layer.backward(ps, cache, scratch, dy, dx, x, N); }
+  void backward(const T* dy, T* dx, const T* x) { this->layer.backward(this->be, this->w(), this->cache, dy, dx, x, this->shape()); }
 };
 
-TEST(SwiGLUMlp, ForwardMatchesPlainLoops) {
+TEST(SwiGLU, ForwardMatchesPlainLoops) {
   Rig<double> r(mlp_config());
   randomize_store(r.ps, 1);
   const auto x = randn_vec(std::size_t(r.N) * D, 2);
@@ -70,11 +58,11 @@ TEST(SwiGLUMlp, ForwardMatchesPlainLoops) {
   // forward accumulates: y0 + mlp(x)
   std::vector<double> y2 = randn_vec(y.size(), 3);
   const std::vector<double> y0 = y2;
-  r.layer.forward(r.ps, r.cache, x.data(), y2.data(), r.N);
+  r.layer.forward(r.be, r.w(), r.cache, x.data(), y2.data(), r.shape());
   for (std::size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y2[i], y0[i] + y[i], 1e-13);
 }
 
-TEST(SwiGLUMlp, BackwardMatchesFiniteDifference) {
+TEST(SwiGLU, BackwardMatchesFiniteDifference) {
   Rig<double> r(mlp_config());
   randomize_store(r.ps, 4);
   auto x = randn_vec(std::size_t(r.N) * D, 5);
@@ -96,7 +84,7 @@ TEST(SwiGLUMlp, BackwardMatchesFiniteDifference) {
   for (std::size_t i = 0; i < grad.size(); ++i) EXPECT_NEAR(r.ps.grads()[i], 2 * grad[i], 1e-12);
 }
 
-TEST(SwiGLUMlp, ParameterNamesAndShapes) {
+TEST(SwiGLU, ParameterNamesAndShapes) {
   Rig<double> r(mlp_config());
   ASSERT_EQ(r.ps.specs().size(), 3u);
   EXPECT_EQ(r.ps.spec(kPrefix + "gate_proj.weight").shape, (Shape{F, D}));
@@ -104,7 +92,7 @@ TEST(SwiGLUMlp, ParameterNamesAndShapes) {
   EXPECT_EQ(r.ps.spec(kPrefix + "down_proj.weight").shape, (Shape{D, F}));
 }
 
-TEST(SwiGLUMlp, FloatForwardAgreesWithDouble) {
+TEST(SwiGLU, FloatForwardAgreesWithDouble) {
   // tolerance: 1e-5 of the output scale
   Rig<double> rd(mlp_config());
   Rig<float> rf(mlp_config());

@@ -40,8 +40,25 @@ TEST(ModelConfig, RefusesEachBrokenRuleNamingTheField) {
   c.num_hidden_layers = -1;
   expect_refused(c, "num_hidden_layers");
   c = ModelConfig{};
-  c.fuser = "gru";
-  expect_refused(c, "fuser", "gru");
+  c.fuser = "";
+  expect_refused(c, "fuser", "empty");
+  c = ModelConfig{};
+  c.feedback_source = "layer";  // needs feedback_layer in [0, L)
+  expect_refused(c, "feedback_layer", "[0, 4)");
+  c.feedback_layer = 4;
+  expect_refused(c, "feedback_layer", "got 4");
+  c = ModelConfig{};
+  c.feedback_layer = 1;  // set, but the source is the final norm
+  expect_refused(c, "feedback_layer", "post_final_norm");
+  c = ModelConfig{};
+  c.layer_intermediate_size = {256, 256};  // one per layer (4) or none
+  expect_refused(c, "layer_intermediate_size", "one per layer");
+  c = ModelConfig{};
+  c.layer_num_attention_heads = {4, 4, 4, 0};
+  expect_refused(c, "layer_num_attention_heads[3]", "> 0");
+  c = ModelConfig{};
+  c.layer_num_key_value_heads = {4, 3, 4, 4};  // must divide layer 1's 4 query heads
+  expect_refused(c, "layer_num_key_value_heads[1]", "divide");
   c = ModelConfig{};
   c.feedback_source = "top";
   expect_refused(c, "feedback_source");
@@ -69,6 +86,76 @@ TEST(ModelConfig, ModelConstructorValidates) {
   ModelConfig c;
   c.num_key_value_heads = 3;
   EXPECT_THROW(Model<float>(c, 0), Error);
+}
+
+TEST(ModelConfig, TheFuserNameChoosesTheType) {
+  // a config names its fuser; the builder's dispatch knows the built-in ones and refuses others by name,
+  // and a model type refuses a config that names another fuser
+  ModelConfig c;
+  c.fuser = "gru";
+  EXPECT_NO_THROW(c.validate()) << "any name is valid: a user's fuser has its own";
+  try {
+    with_model<float>(c, [](auto) {});
+    FAIL() << "unknown built-in fuser";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"gru\""), std::string::npos) << e.what();
+  }
+  try {
+    Model<float> m(c, 0);
+    FAIL() << "a glu model from a gru config";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gru"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("glu"), std::string::npos) << e.what();
+  }
+  for (const char* f : {"none", "glu", "gated_add", "concat"}) {
+    c.fuser = f;
+    std::string got;
+    with_model<float>(c, [&](auto tag) { got = decltype(tag)::type::Fuser::name; });
+    EXPECT_EQ(got, f);
+  }
+}
+
+TEST(ModelConfig, DescribesTheModelItBuilds) {
+  // the builder reads a config into layers; describe_model reads the layers back: the same config
+  for (const char* f : {"none", "glu", "gated_add", "concat"}) {
+    ModelConfig c;
+    c.fuser = f, c.glu_init = "fan_in", c.gated_add_alpha = 0.3, c.input_norm = "fused_only", c.tie_word_embeddings = false;
+    c.feedback_source = "pre_final_norm", c.rope_theta = 500.0, c.z_loss = 1e-4, c.doc_attention = "causal";
+    with_model<double>(c, [&](auto tag) {
+      typename decltype(tag)::type m(c, 0);
+      ModelConfig want = c;
+      want.head_dim = c.hs();
+      if (std::string(f) != "glu") want.glu_init = "default";  // only the glu fuser records it
+      if (std::string(f) != "gated_add") want.gated_add_alpha = ModelConfig{}.gated_add_alpha;
+      if (std::string(f) == "glu") want.gated_add_alpha = ModelConfig{}.gated_add_alpha;
+      const ModelConfig got = describe_model(m);
+      EXPECT_EQ(got.fuser, want.fuser);
+      EXPECT_EQ(got.glu_init, want.glu_init) << f;
+      EXPECT_EQ(got.gated_add_alpha, want.gated_add_alpha) << f;
+      EXPECT_EQ(got.feedback_source, "pre_final_norm");
+      EXPECT_EQ(got.input_norm, "fused_only");
+      EXPECT_EQ(got.doc_attention, "causal");
+      EXPECT_EQ(got.rope_theta, 500.0);
+      EXPECT_EQ(got.z_loss, 1e-4);
+      EXPECT_EQ(got.head_dim, c.hs());
+      EXPECT_FALSE(got.tie_word_embeddings);
+      EXPECT_TRUE(got.uniform());
+    });
+  }
+  // a middle-layer tap and a heterogeneous stack come back as they were given
+  ModelConfig c;
+  c.num_hidden_layers = 3, c.feedback_source = "layer", c.feedback_layer = 1;
+  c.layer_intermediate_size = {128, 256, 64}, c.layer_num_attention_heads = {4, 2, 4}, c.layer_num_key_value_heads = {2, 2, 1};
+  c.head_dim = 32;
+  Model<double> m(c, 0);
+  const ModelConfig got = describe_model(m);
+  EXPECT_EQ(got.feedback_source, "layer");
+  EXPECT_EQ(got.feedback_layer, 1);
+  EXPECT_EQ(got.layer_intermediate_size, c.layer_intermediate_size);
+  EXPECT_EQ(got.layer_num_attention_heads, c.layer_num_attention_heads);
+  EXPECT_EQ(got.layer_num_key_value_heads, c.layer_num_key_value_heads);
+  EXPECT_EQ(m.params.spec("model.layers.1.mlp.up_proj.weight").shape, (Shape{256, 128}));
+  EXPECT_EQ(m.params.spec("model.layers.2.self_attn.k_proj.weight").shape, (Shape{32, 128}));
 }
 
 TEST(ModelConfig, ExplicitHeadDimNeedNotDivideWidth) {

@@ -6,6 +6,8 @@
 //     token-by-token decoding with true feedback (a naive sequential reference built here)
 //   - documents (invariant 6): no state crosses a boundary; packed equals separate under masked attention
 //   - the float forward agrees with the double forward (tolerances stated at the test)
+// Exactness and documents are also checked with the state tapped at a middle layer and on a stack whose
+// blocks differ in heads and MLP width.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,9 +25,10 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b, 
   return d;
 }
 
-template <class T> void copy_shared_params(Model<T>& dst, const Model<T>& src) {
+/// Copies every tensor of dst that src has too (by name).
+template <class A, class B> void copy_shared_params(A& dst, const B& src) {
   for (const auto& s : dst.params.specs()) {
-    const T* p = src.params.value(s.name);
+    const auto* p = src.params.value(s.name);
     std::copy(p, p + s.size, dst.params.values() + s.offset);
   }
 }
@@ -38,13 +41,13 @@ TEST(Invariant2, OnePassIsAPlainTransformerOnNinOfE) {
     randomize(fb, 2);
     ModelConfig bc = cfg;
     bc.fuser = "none";
-    Model<double> base(bc, 9);
+    Model<double, NoFuser<double>> base(bc, 9);
     copy_shared_params(base, fb);
     TinyBatch tb = tiny_batch(2, 6, cfg.vocab_size, 3);
     const Batch b = tb.batch();
     const int N = 12, D = cfg.hidden_size;
 
-    Workspace<double> w;
+    Workspace<Model<double>> w;
     StepOptions o;
     fb.params.zero_grad();
     const double l_fb = multipass_step(fb, w, b, o).loss[0];
@@ -59,9 +62,12 @@ TEST(Invariant2, OnePassIsAPlainTransformerOnNinOfE) {
     EXPECT_EQ(multipass_step(fb, w, b, o).loss[0], l_fb);
 
     // the baseline decoder fed X = N_in(e) (computed here from its formula) gives the same loss
-    Workspace<double> wb;
-    base.prepare(wb, 2, 6, 1, false);
-    base.begin_batch(wb, b.tokens, nullptr);
+    using Base = Model<double, NoFuser<double>>;
+    CpuBackend<double> be;
+    Workspace<Base> wb;
+    PassRunner<Base> run(be, base, base.weights(), wb);
+    run.prepare(2, 6, 1, false);
+    run.begin_batch(b.tokens, nullptr, b.targets);
     auto& p = wb.pass[0];
     const double* g = fb.params.value("model.feedback.in_norm.weight");
     for (int n = 0; n < N; ++n) {
@@ -70,16 +76,17 @@ TEST(Invariant2, OnePassIsAPlainTransformerOnNinOfE) {
       const double r = 1.0 / std::sqrt(ms / D + cfg.rms_norm_eps);
       for (int c = 0; c < D; ++c) p.res[0][n * D + c] = in_norm == "all" ? wb.e[n * D + c] * r * g[c] : wb.e[n * D + c];
     }
-    base.stack_forward(wb, p);
-    const auto sc = base.head_forward(wb, p, b.targets, 0.0);
+    run.stack_forward(p);
+    const auto sc = run.head_forward(p, 0.0);
     EXPECT_NEAR(sc.first / sc.second, l_fb, 1e-13) << in_norm;
-    if (in_norm == "fused_only") EXPECT_EQ(multipass_step(base, wb, b, o).loss[0], l_fb) << "fused_only: exactly the baseline";
+    Workspace<Base> wb2;
+    if (in_norm == "fused_only") EXPECT_EQ(multipass_step(base, wb2, b, o).loss[0], l_fb) << "fused_only: exactly the baseline";
   }
 }
 
 TEST(FuserInit, GatedAddAtInitEqualsThePlainModelExactly) {
   ModelConfig cfg = tiny_config("gated_add");
-  Model<double> m(cfg, 3);  // fresh init: W_s = 0
+  Model<double, GatedAddFuser<double>> m(cfg, 3);  // fresh init: W_s = 0
   TinyBatch tb = tiny_batch(2, 6, cfg.vocab_size, 4);
   const PassRun r = run_passes(m, tb.batch(), 3);
   EXPECT_EQ(r.hf[1], r.hf[0]);
@@ -94,7 +101,7 @@ TEST(FuserInit, ConcatAtInitEqualsThePlainModelUpToTheNormsEps) {
   for (double eps : {1e-6, 1e-12}) {
     ModelConfig cfg = tiny_config("concat");
     cfg.rms_norm_eps = eps;
-    Model<double> m(cfg, 3);
+    Model<double, ConcatFuser<double>> m(cfg, 3);
     TinyBatch tb = tiny_batch(2, 6, cfg.vocab_size, 4);
     const Batch b = tb.batch();
     const PassRun r = run_passes(m, b, 2);
@@ -135,7 +142,7 @@ TEST(TiedEmbedding, ReceivesTheGradientOfEveryUse) {
   TinyBatch tb = tiny_batch(2, 6, cfg.vocab_size, 3);
   StepOptions o;
   o.K = 3;
-  Workspace<double> w1, w2;
+  Workspace<Model<double>> w1, w2;
   tied.params.zero_grad(), untied.params.zero_grad();
   const double l1 = multipass_step(tied, w1, tb.batch(), o).objective;
   const double l2 = multipass_step(untied, w2, tb.batch(), o).objective;
@@ -150,38 +157,56 @@ TEST(TiedEmbedding, ReceivesTheGradientOfEveryUse) {
   EXPECT_GT(emb, 1e-8);
 }
 
-TEST(Invariant1, PassKIsExactUpToPrefixPlusKMinusOne) {
-  for (const std::string fuser : {"glu", "gated_add", "concat"}) {
-    ModelConfig cfg = tiny_config(fuser);
-    Model<double> m(cfg, 11);
-    randomize(m, 12);
-    const int B = 2, Tn = 9, D = cfg.hidden_size;
-    TinyBatch tb = tiny_batch(B, Tn, cfg.vocab_size, 13);
-    const Batch b = tb.batch();
-    const std::vector<int> p_row{2, 0};
-    const std::vector<double> seq = sequential_states(m, b, p_row);
-    const int K = 4;
-    std::vector<int> prefix(std::size_t(K) * B);
-    for (int j = 0; j < K; ++j) prefix[j * B] = p_row[0], prefix[j * B + 1] = p_row[1];
-    const PassRun r = run_passes(m, b, K, &prefix);
-    for (int k = 1; k <= K; ++k)
-      for (int i = 0; i < B; ++i) {
-        // 1-indexed: exact at t <= p + k - 1 (spec); position 1 is always plain, so with p = 0 it holds to k
-        const int last = std::max(p_row[i], 1) + k - 1;
-        for (int t1 = 1; t1 <= Tn; ++t1) {
-          const std::size_t n = std::size_t(i) * Tn + (t1 - 1);
-          const double d = max_abs_diff(r.hf[k - 1], seq, n * D, (n + 1) * D);
-          if (t1 <= last) EXPECT_LT(d, 1e-12) << fuser << " pass " << k << " row " << i << " t " << t1;
-          // one position later the pass has not converged yet (shows the reference can tell them apart)
-          if (t1 == last + 1) EXPECT_GT(d, 1e-6) << fuser << " pass " << k << " row " << i << " t " << t1;
-        }
-      }
-  }
+/// The configurations the exactness and document invariants run on: each fuser; the state tapped at a
+/// middle layer and at the last residual; a stack whose blocks differ in heads and MLP width.
+std::vector<std::pair<std::string, ModelConfig>> shape_cases() {
+  std::vector<std::pair<std::string, ModelConfig>> v;
+  for (const std::string fuser : {"glu", "gated_add", "concat"}) v.push_back({fuser, tiny_config(fuser)});
+  ModelConfig c = tiny_config("glu");
+  c.num_hidden_layers = 3, c.feedback_source = "layer", c.feedback_layer = 1;
+  v.push_back({"glu tap layer 1 of 3", c});
+  c = tiny_config("glu");
+  c.feedback_source = "pre_final_norm";
+  v.push_back({"glu tap pre_final_norm", c});
+  c = tiny_config("glu");
+  c.num_hidden_layers = 3, c.layer_num_attention_heads = {2, 4, 2}, c.layer_num_key_value_heads = {1, 2, 2}, c.layer_intermediate_size = {12, 20, 6};
+  c.head_dim = 4;
+  v.push_back({"glu heterogeneous", c});
+  return v;
 }
 
-TEST(Invariant6, NoStateCrossesADocumentAndPackedEqualsSeparate) {
-  ModelConfig cfg = tiny_config("glu");
-  Model<double> m(cfg, 21);
+TEST(Invariant1, PassKIsExactUpToPrefixPlusKMinusOne) {
+  for (const auto& [what, cfg] : shape_cases())
+    with_model<double>(cfg, [&, what = what, cfg = cfg](auto tag) {
+      typename decltype(tag)::type m(cfg, 11);
+      randomize(m, 12);
+      const int B = 2, Tn = 9, D = cfg.hidden_size;
+      TinyBatch tb = tiny_batch(B, Tn, cfg.vocab_size, 13);
+      const Batch b = tb.batch();
+      const std::vector<int> p_row{2, 0};
+      const std::vector<double> seq = sequential_states(m, b, p_row);
+      const int K = 4;
+      std::vector<int> prefix(std::size_t(K) * B);
+      for (int j = 0; j < K; ++j) prefix[j * B] = p_row[0], prefix[j * B + 1] = p_row[1];
+      const PassRun r = run_passes(m, b, K, &prefix);
+      for (int k = 1; k <= K; ++k)
+        for (int i = 0; i < B; ++i) {
+          // 1-indexed: exact at t <= p + k - 1 (spec); position 1 is always plain, so with p = 0 it holds to k
+          const int last = std::max(p_row[i], 1) + k - 1;
+          for (int t1 = 1; t1 <= Tn; ++t1) {
+            const std::size_t n = std::size_t(i) * Tn + (t1 - 1);
+            const double d = max_abs_diff(r.hf[k - 1], seq, n * D, (n + 1) * D);
+            if (t1 <= last) EXPECT_LT(d, 1e-12) << what << " pass " << k << " row " << i << " t " << t1;
+            // one position later the pass has not converged yet (shows the reference can tell them apart)
+            if (t1 == last + 1) EXPECT_GT(d, 1e-6) << what << " pass " << k << " row " << i << " t " << t1;
+          }
+        }
+    });
+}
+
+template <class M> void documents_case(const std::string& what, const ModelConfig& cfg) {
+  SCOPED_TRACE(what);
+  M m(cfg, 21);
   randomize(m, 22);
   const int D = cfg.hidden_size, la = 4, lb = 5, Tn = la + lb;
   TinyBatch packed = tiny_batch(1, Tn, cfg.vocab_size, 23);
@@ -206,12 +231,17 @@ TEST(Invariant6, NoStateCrossesADocumentAndPackedEqualsSeparate) {
   // doc_attention "causal": attention crosses the boundary but the feedback still does not
   ModelConfig cc = cfg;
   cc.doc_attention = "causal";
-  Model<double> mc(cc, 21);
+  M mc(cc, 21);
   randomize(mc, 22);
   const PassRun rc = run_passes(mc, packed.batch(true), K);
   for (int k = 0; k < K; ++k)
     EXPECT_EQ(std::vector<double>(rc.x0[k].begin() + la * D, rc.x0[k].begin() + (la + 1) * D),
               std::vector<double>(rc.x0[0].begin() + la * D, rc.x0[0].begin() + (la + 1) * D));
+}
+
+TEST(Invariant6, NoStateCrossesADocumentAndPackedEqualsSeparate) {
+  for (const auto& [what, cfg] : shape_cases())
+    with_model<double>(cfg, [&, what = what, cfg = cfg](auto tag) { documents_case<typename decltype(tag)::type>(what, cfg); });
 }
 
 TEST(FloatForward, AgreesWithDouble) {
@@ -220,13 +250,18 @@ TEST(FloatForward, AgreesWithDouble) {
   for (const std::string fuser : {"none", "glu", "gated_add", "concat"}) {
     ModelConfig cfg = tiny_config(fuser);
     cfg.hidden_size = 32, cfg.intermediate_size = 64, cfg.num_attention_heads = 4, cfg.num_key_value_heads = 2;
-    Model<double> md(cfg, 5);
-    Model<float> mf(cfg, 5);
-    randomize(md, 6);
-    for (std::size_t i = 0; i < md.params.size(); ++i) mf.params.values()[i] = float(md.params.values()[i]);
-    TinyBatch tb = tiny_batch(2, 16, cfg.vocab_size, 7);
+    PassRun rd, rf;
     const int K = fuser == "none" ? 1 : 3;
-    const PassRun rd = run_passes(md, tb.batch(), K), rf = run_passes(mf, tb.batch(), K);
+    TinyBatch tb = tiny_batch(2, 16, cfg.vocab_size, 7);
+    with_model<double>(cfg, [&](auto td) {
+      with_model<float>(cfg, [&](auto tf) {
+        typename decltype(td)::type md(cfg, 5);
+        typename decltype(tf)::type mf(cfg, 5);
+        randomize(md, 6);
+        for (std::size_t i = 0; i < md.params.size(); ++i) mf.params.values()[i] = float(md.params.values()[i]);
+        rd = run_passes(md, tb.batch(), K), rf = run_passes(mf, tb.batch(), K);
+      });
+    });
     for (int k = 0; k < K; ++k) {
       EXPECT_LT(std::abs(rf.loss[k] - rd.loss[k]) / rd.loss[k], 1e-5) << fuser << " pass " << k + 1;
       EXPECT_LT(max_abs_diff(rf.hf[k], rd.hf[k]), 1e-4) << fuser << " pass " << k + 1;

@@ -16,25 +16,35 @@ struct Case {
   std::string input_norm = "all";
   bool docs = false;
   bool prefix = false;
+  bool hetero = false;  // three blocks of different heads and MLP widths
 };
 
 std::string name_of(const Case& c);
 void PrintTo(const Case& c, std::ostream* os) { *os << name_of(c); }
 
 std::string name_of(const Case& c) {
-  return c.fuser + "_K" + std::to_string(c.K) +
-         (c.source == "pre_final_norm" ? "_pre" : "") + (c.input_norm == "fused_only" ? "_fusedonly" : "") + (c.docs ? "_docs" : "") +
-         (c.prefix ? "_prefix" : "");
+  return c.fuser + "_K" + std::to_string(c.K) + (c.source == "pre_final_norm" ? "_pre" : c.source == "layer" ? "_tap0" : "") +
+         (c.input_norm == "fused_only" ? "_fusedonly" : "") + (c.docs ? "_docs" : "") + (c.prefix ? "_prefix" : "") + (c.hetero ? "_hetero" : "");
 }
 
 class ModelGrad : public ::testing::TestWithParam<Case> {};
+
+template <class M> void check_case(const Case& c, const ModelConfig& cfg);
 
 TEST_P(ModelGrad, BackwardMatchesFiniteDifference) {
   const Case c = GetParam();
   ModelConfig cfg = tiny_config(c.fuser);
   cfg.feedback_source = c.source;
+  if (c.source == "layer") cfg.feedback_layer = 0;  // the first block's output of two (or three) is fed back
   cfg.input_norm = c.input_norm;
-  Model<double> m(cfg, 1);
+  if (c.hetero)
+    cfg.num_hidden_layers = 3, cfg.head_dim = 4, cfg.layer_num_attention_heads = {2, 4, 1}, cfg.layer_num_key_value_heads = {1, 2, 1},
+    cfg.layer_intermediate_size = {12, 6, 16};
+  with_model<double>(cfg, [&](auto tag) { check_case<typename decltype(tag)::type>(c, cfg); });
+}
+
+template <class M> void check_case(const Case& c, const ModelConfig& cfg) {
+  M m(cfg, 1);
   randomize(m, 2);
   TinyBatch tb = tiny_batch(2, 6, cfg.vocab_size, 3);
   tb.targets[4] = -1;                      // an ignored target
@@ -43,7 +53,7 @@ TEST_P(ModelGrad, BackwardMatchesFiniteDifference) {
   if (c.prefix) prefix = std::vector<int>(std::size_t(c.K) * 2, 2);
   StepOptions o;
   o.K = c.K, o.lambda = 0.7, o.prefix = prefix.data();
-  Workspace<double> w;
+  Workspace<M> w;
   const Batch b = tb.batch(c.docs);
 
   m.params.zero_grad();
@@ -68,7 +78,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"none", 1}, Case{"glu", 1}, Case{"glu", 2}, Case{"glu", 3},
                       Case{"gated_add", 3}, Case{"concat", 3}, Case{"glu", 3, "pre_final_norm"},
                       Case{"glu", 3, "post_final_norm", "fused_only"}, Case{"glu", 3, "post_final_norm", "all", true},
-                      Case{"glu", 3, "post_final_norm", "all", false, true}),
+                      Case{"glu", 3, "post_final_norm", "all", false, true}, Case{"glu", 3, "layer"}, Case{"concat", 3, "layer"},
+                      Case{"glu", 3, "post_final_norm", "all", true, false, true}, Case{"gated_add", 3, "layer", "all", false, false, true},
+                      Case{"none", 1, "post_final_norm", "all", false, false, true}),
     [](const ::testing::TestParamInfo<Case>& i) { return name_of(i.param); });
 
 }  // namespace

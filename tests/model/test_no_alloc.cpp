@@ -33,14 +33,20 @@ using namespace fbt;
 
 namespace {
 
+template <class M> void expect_no_alloc(const ModelConfig& cfg, StepOptions o, int B, int Tn);
+
 template <class T> void expect_step_allocates_nothing(const ModelConfig& cfg, StepOptions o, int B, int Tn) {
-  Model<T> m(cfg, 1);
+  with_model<T>(cfg, [&](auto tag) { expect_no_alloc<typename decltype(tag)::type>(cfg, o, B, Tn); });
+}
+
+template <class M> void expect_no_alloc(const ModelConfig& cfg, StepOptions o, int B, int Tn) {
+  M m(cfg, 1);
   fbt_test::TinyBatch tb = fbt_test::tiny_batch(B, Tn, cfg.vocab_size, 2);
   tb.doc_start[Tn / 2] = 1;
   std::vector<int> prefix(std::size_t(o.K) * B, 3);
   Rng rng(3);
   o.prefix = prefix.data(), o.rng = &rng;
-  Workspace<T> w;
+  Workspace<M> w;
   StepStats st;
   m.params.zero_grad();
   multipass_step(m, w, tb.batch(true), o, st);  // lays out the workspace
@@ -78,6 +84,9 @@ TEST(NoAlloc, KPassTrainStepAllocatesNothing) {
   o.grad_passes = 0;
   EXPECT_NO_THROW(expect_step_allocates_nothing<float>(cfg, o, 4, 64));
   cfg.fuser = "concat";
+  EXPECT_NO_THROW(expect_step_allocates_nothing<float>(cfg, o, 4, 64));
+  cfg.fuser = "glu", cfg.feedback_source = "layer", cfg.feedback_layer = 1;  // a middle-layer tap
+  cfg.layer_intermediate_size = {384, 128, 256, 384};                        // and blocks of different widths
   EXPECT_NO_THROW(expect_step_allocates_nothing<float>(cfg, o, 4, 64));
 }
 

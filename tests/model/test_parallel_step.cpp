@@ -19,10 +19,8 @@ struct Knobs {
 
 class Parallel : public ::testing::TestWithParam<Knobs> {};
 
-TEST_P(Parallel, EqualsTheOneThreadStep) {
-  const Knobs k = GetParam();
-  ModelConfig cfg = tiny_config(k.fuser);
-  Model<double> m(cfg, 1);
+template <class M> void parallel_case(const Knobs& k, const ModelConfig& cfg) {
+  M m(cfg, 1);
   randomize(m, 2);
   TinyBatch tb = tiny_batch(5, 7, cfg.vocab_size, 3);  // 5 rows: uneven shares
   tb.doc_start[4] = 1, tb.doc_start[20] = 1, tb.targets[9] = -1;
@@ -33,7 +31,7 @@ TEST_P(Parallel, EqualsTheOneThreadStep) {
 
   Rng r1(9);
   o.rng = &r1;
-  Workspace<double> w;
+  Workspace<M> w;
   StepStats s1;
   m.params.zero_grad();
   multipass_step(m, w, tb.batch(true), o, s1);
@@ -44,7 +42,7 @@ TEST_P(Parallel, EqualsTheOneThreadStep) {
   for (int threads : {2, 3}) {
     Rng r2(9);
     o.rng = &r2;
-    ParallelStepper<double> ps(m, threads);
+    ParallelStepper<M> ps(m, threads);
     StepStats s2;
     m.params.zero_grad();
     ps.step(tb.batch(true), o, s2);
@@ -58,6 +56,12 @@ TEST_P(Parallel, EqualsTheOneThreadStep) {
   }
 }
 
+TEST_P(Parallel, EqualsTheOneThreadStep) {
+  const Knobs k = GetParam();
+  ModelConfig cfg = tiny_config(k.fuser);
+  with_model<double>(cfg, [&](auto tag) { parallel_case<typename decltype(tag)::type>(k, cfg); });
+}
+
 INSTANTIATE_TEST_SUITE_P(Knobs, Parallel,
                          ::testing::Values(Knobs{"none", 1, false, 0}, Knobs{"glu", 3, false, 0}, Knobs{"gated_add", 2, false, 0},
                                            Knobs{"glu", 3, true, 0}, Knobs{"concat", 3, false, 1}));
@@ -68,9 +72,9 @@ TEST(Parallel, ForwardOnlyAndMoreThreadsThanRows) {
   TinyBatch tb = tiny_batch(1, 6, cfg.vocab_size, 3);
   StepOptions o;
   o.K = 2, o.backward = false;
-  Workspace<double> w;
+  Workspace<Model<double>> w;
   const StepStats s1 = multipass_step(m, w, tb.batch(), o);
-  ParallelStepper<double> ps(m, 2);
+  ParallelStepper<Model<double>> ps(m, 2);
   StepStats s2;
   ps.step(tb.batch(), o, s2);
   EXPECT_EQ(s1.loss, s2.loss);

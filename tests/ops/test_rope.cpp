@@ -51,7 +51,7 @@ TEST(Rope, ForwardMatchesRotateHalfReference) {
     RopeTable<double> tab(MAXP, hs, theta);
     auto x = randn_vec(N * NH * hs, 1);
     std::vector<double> y(x.size());
-    rope_forward(smat(y.data(), N, NH * hs), csmat(x.data(), N, NH * hs), kPos.data(), tab, NH);
+    rope_forward(smat(y.data(), N, NH * hs), csmat(x.data(), N, NH * hs), kPos.data(), tab.view(), NH);
     const auto ref = ref_rope(x, kPos, NH, hs, theta);
     for (std::size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], ref[i], 1e-12) << "theta " << theta << " i " << i;
     // position 0 is the identity
@@ -70,8 +70,8 @@ TEST(Rope, InPlaceEqualsOutOfPlace) {
   RopeTable<double> tab(MAXP, hs, kTheta);
   auto x = randn_vec(N * NH * hs, 2);
   std::vector<double> y(x.size()), z = x;
-  rope_forward(smat(y.data(), N, NH * hs), csmat(x.data(), N, NH * hs), kPos.data(), tab, NH);
-  rope_forward(smat(z.data(), N, NH * hs), csmat(z.data(), N, NH * hs), kPos.data(), tab, NH);  // out aliases inp
+  rope_forward(smat(y.data(), N, NH * hs), csmat(x.data(), N, NH * hs), kPos.data(), tab.view(), NH);
+  rope_forward(smat(z.data(), N, NH * hs), csmat(z.data(), N, NH * hs), kPos.data(), tab.view(), NH);  // out aliases inp
   for (std::size_t i = 0; i < y.size(); ++i) EXPECT_EQ(z[i], y[i]) << i;
 }
 
@@ -84,7 +84,7 @@ TEST(Rope, StridedViewMatchesContiguous) {
   for (int n = 0; n < N; ++n)
     for (int c = 0; c < NH * hs; ++c) x[n * NH * hs + c] = xw[n * S + 4 + c];
   std::vector<double> yw(N * S, -3.0);
-  rope_forward(smat(yw.data() + 4, N, NH * hs, S), csmat(xw.data() + 4, N, NH * hs, S), kPos.data(), tab, NH);
+  rope_forward(smat(yw.data() + 4, N, NH * hs, S), csmat(xw.data() + 4, N, NH * hs, S), kPos.data(), tab.view(), NH);
   const auto ref = ref_rope(x, kPos, NH, hs, kTheta);
   for (int n = 0; n < N; ++n)
     for (int c = 0; c < S; ++c) {
@@ -98,15 +98,15 @@ TEST(Rope, BackwardMatchesFiniteDifference) {
   auto x = randn_vec(N * NH * hs, 4);
   const auto dout = random_weights(x.size(), 5);
   std::vector<double> y(x.size()), dx(x.size(), 0.0);
-  rope_backward(smat(dx.data(), N, NH * hs), csmat(dout.data(), N, NH * hs), kPos.data(), tab, NH);
+  rope_backward(smat(dx.data(), N, NH * hs), csmat(dout.data(), N, NH * hs), kPos.data(), tab.view(), NH);
   auto f = [&]() {
-    rope_forward(smat(y.data(), N, NH * hs), csmat(x.data(), N, NH * hs), kPos.data(), tab, NH);
+    rope_forward(smat(y.data(), N, NH * hs), csmat(x.data(), N, NH * hs), kPos.data(), tab.view(), NH);
     return dot(dout, y.data());
   };
   expect_input_grad(f, x.data(), dx.data(), dx.size(), "rope dinp");
   // accumulates: a second call doubles
   std::vector<double> dx2 = dx;
-  rope_backward(smat(dx2.data(), N, NH * hs), csmat(dout.data(), N, NH * hs), kPos.data(), tab, NH);
+  rope_backward(smat(dx2.data(), N, NH * hs), csmat(dout.data(), N, NH * hs), kPos.data(), tab.view(), NH);
   for (std::size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx2[i], 2 * dx[i], 1e-12);
 }
 
@@ -114,9 +114,9 @@ TEST(Rope, PositionOutsideTableThrows) {
   RopeTable<double> tab(8, hs, kTheta);
   std::vector<double> x(2 * hs, 1.0), y(2 * hs);
   const int bad[2] = {3, 8};
-  EXPECT_THROW(rope_forward(smat(y.data(), 2, hs), csmat(x.data(), 2, hs), bad, tab, 1), Error);
+  EXPECT_THROW(rope_forward(smat(y.data(), 2, hs), csmat(x.data(), 2, hs), bad, tab.view(), 1), Error);
   const int neg[2] = {-1, 0};
-  EXPECT_THROW(rope_forward(smat(y.data(), 2, hs), csmat(x.data(), 2, hs), neg, tab, 1), Error);
+  EXPECT_THROW(rope_forward(smat(y.data(), 2, hs), csmat(x.data(), 2, hs), neg, tab.view(), 1), Error);
 }
 
 TEST(Rope, FloatForwardAgreesWithDouble) {
@@ -125,10 +125,10 @@ TEST(Rope, FloatForwardAgreesWithDouble) {
   RopeTable<float> tabf(MAXP, hs, kTheta);
   auto x = randn_vec(N * NH * hs, 6);
   std::vector<double> y(x.size());
-  rope_forward(smat(y.data(), N, NH * hs), csmat(x.data(), N, NH * hs), kPos.data(), tab, NH);
+  rope_forward(smat(y.data(), N, NH * hs), csmat(x.data(), N, NH * hs), kPos.data(), tab.view(), NH);
   auto xf = cast_vec<float>(x);
   std::vector<float> yf(x.size());
-  rope_forward(smat(yf.data(), N, NH * hs), csmat(xf.data(), N, NH * hs), kPos.data(), tabf, NH);
+  rope_forward(smat(yf.data(), N, NH * hs), csmat(xf.data(), N, NH * hs), kPos.data(), tabf.view(), NH);
   EXPECT_LT(max_scaled_diff(yf, y), 1e-5);
 }
 

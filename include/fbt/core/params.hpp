@@ -4,8 +4,12 @@
 // initialisation, the weight-decay mask and the checkpoint tensor names (spec section 8: Hugging Face
 // Qwen3 names, matrices stored (out, in) like nn.Linear). Four identically laid out buffers hold the
 // values, the gradients and the two AdamW moments. Layers keep only offsets into it.
+// Constants (RoPE tables) live in a fifth buffer: computed at declare time, never trained or saved.
+// Layers declare through a ParamRegistry, which scopes names (PyTorch's module prefixes): a layer says
+// "q_proj.weight" and the model decides it is "model.layers.3.self_attn.q_proj.weight".
 #pragma once
 
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -84,6 +88,21 @@ template <class T> class ParamStore {
   }
   void zero_grad() { std::fill(grad_.begin(), grad_.end(), T(0)); }
 
+  /// \brief A constant table of n elements filled by fill(T*), shared by every caller with the same key
+  /// (e.g. one RoPE table per head size); returns its offset in constants(). Allowed before and after
+  /// finalize (constants are not parameters: no gradient, no optimizer state, not in a checkpoint).
+  std::size_t add_constant(const std::string& key, std::size_t n, const std::function<void(T*)>& fill) {
+    auto it = const_index_.find(key);
+    if (it != const_index_.end()) return it->second;
+    const std::size_t off = consts_.size();
+    consts_.resize(off + n);
+    fill(consts_.data() + off);
+    const_index_[key] = off;
+    return off;
+  }
+  const T* constants() const { return consts_.data(); }
+  std::size_t constants_size() const { return consts_.size(); }
+
   std::size_t size() const { return total_; }
   const std::vector<ParamSpec>& specs() const { return specs_; }
   bool has(const std::string& name) const { return index_.count(name) != 0; }
@@ -113,6 +132,34 @@ template <class T> class ParamStore {
   std::size_t total_ = 0;
   bool finalized_ = false;
   AlignedVector<T> value_, grad_, m_, v_;
+  AlignedVector<T> consts_;
+  std::unordered_map<std::string, std::size_t> const_index_;
+};
+
+/// \brief Where a layer declares its parameters: a ParamStore and a name prefix (a scope).
+///
+/// `r.scope("self_attn").add("q_proj.weight", ...)` registers "<prefix>self_attn.q_proj.weight", so a
+/// layer never builds checkpoint names itself and a user's layer or fuser lands under the scope the model
+/// gives it (model.layers.{i}., model.feedback.).
+template <class T> class ParamRegistry {
+ public:
+  explicit ParamRegistry(ParamStore<T>& ps, std::string prefix = "") : ps_(&ps), prefix_(std::move(prefix)) {}
+  /// A registry for a sub-module: names get "<name>." appended to the prefix.
+  ParamRegistry scope(const std::string& name) const { return ParamRegistry(*ps_, prefix_ + name + "."); }
+  /// Registers "<prefix><name>"; returns its offset in the flat buffers.
+  std::size_t add(const std::string& name, Shape shape, Init init, double init_std = 0.0) const {
+    return ps_->add(prefix_ + name, std::move(shape), init, init_std);
+  }
+  /// A constant table shared by key (see ParamStore::add_constant); keys are global, not scoped.
+  std::size_t constant(const std::string& key, std::size_t n, const std::function<void(T*)>& fill) const {
+    return ps_->add_constant(key, n, fill);
+  }
+  const std::string& prefix() const { return prefix_; }
+  ParamStore<T>& store() const { return *ps_; }
+
+ private:
+  ParamStore<T>* ps_;
+  std::string prefix_;
 };
 
 }  // namespace fbt

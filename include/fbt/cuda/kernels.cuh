@@ -21,9 +21,10 @@
 //   softmax_xent_forward/backward  ops/softmax_xent.hpp  one block per row, in place
 //   bias_forward/backward          ops/linear.hpp
 //   adamw_update_tensor            train/adamw.hpp       one launch per tensor (decay is per tensor)
-// and the glue the model needs: add/axpby, masked row copies (plain vs fed-back rows), the seeded jitter
-// (bit-identical to the CPU's SplitMix64 streams), the feedback diagnostics, sums of squares, and the
-// decoder's KV-cache append / state gather and scatter.
+// and the glue the shared model code needs (backend/backend.hpp): add/axpby, masked row copies (plain vs
+// fed-back rows), the seeded jitter (bit-identical to the CPU's SplitMix64 streams), the reductions in
+// double (sums of squares, the masked sums behind the feedback diagnostics), and the decoder's KV-cache
+// append / state gather and scatter.
 // CUDA-only: include from .cu translation units.
 #pragma once
 
@@ -34,6 +35,7 @@
 #include <cstdint>
 #include <string>
 
+#include "../backend/backend.hpp"
 #include "check.cuh"
 
 namespace fbt {
@@ -194,23 +196,21 @@ __global__ void rope_backward_kernel(T* dinp, const T* dout, const int* pos, con
   }
 }
 
-/// \brief out = R(pos) inp per head.  out, inp (R, NH*hs), pos (R) (positions checked by the caller
-/// against the table), cos/sin (max_pos, hs/2) device tables.
-template <class T>
-void rope_forward(T* out, const T* inp, const int* pos, const T* cos_t, const T* sin_t, int R, int NH, int hs, cudaStream_t stream) {
-  FBT_ASSERT(hs % 2 == 0 && R >= 0 && NH > 0, "cuda rope_forward: bad shape");
-  const std::size_t n = std::size_t(R) * NH * (hs / 2);
+/// \brief out = R(pos) inp per head.  out, inp (R, NH*hs) with hs = 2 tab.half; pos (R) (positions checked
+/// by the caller against tab.max_pos); tab: the (max_pos, half) cos and sin tables in device memory.
+template <class T> void rope_forward(T* out, const T* inp, const int* pos, const RopeView<T>& tab, int R, int NH, cudaStream_t stream) {
+  FBT_ASSERT(tab.half > 0 && R >= 0 && NH > 0, "cuda rope_forward: bad shape");
+  const std::size_t n = std::size_t(R) * NH * tab.half;
   if (n == 0) return;
-  rope_forward_kernel<T><<<detail::grid_for(n), detail::kThreads, 0, stream>>>(out, inp, pos, cos_t, sin_t, R, NH, hs / 2);
+  rope_forward_kernel<T><<<detail::grid_for(n), detail::kThreads, 0, stream>>>(out, inp, pos, tab.cos, tab.sin, R, NH, tab.half);
   FBT_CUDA_CHECK_LAUNCH("rope_forward_kernel");
 }
 /// \brief dinp += R(pos)^T dout.  dinp, dout (R, NH*hs).
-template <class T>
-void rope_backward(T* dinp, const T* dout, const int* pos, const T* cos_t, const T* sin_t, int R, int NH, int hs, cudaStream_t stream) {
-  FBT_ASSERT(hs % 2 == 0 && R >= 0 && NH > 0, "cuda rope_backward: bad shape");
-  const std::size_t n = std::size_t(R) * NH * (hs / 2);
+template <class T> void rope_backward(T* dinp, const T* dout, const int* pos, const RopeView<T>& tab, int R, int NH, cudaStream_t stream) {
+  FBT_ASSERT(tab.half > 0 && R >= 0 && NH > 0, "cuda rope_backward: bad shape");
+  const std::size_t n = std::size_t(R) * NH * tab.half;
   if (n == 0) return;
-  rope_backward_kernel<T><<<detail::grid_for(n), detail::kThreads, 0, stream>>>(dinp, dout, pos, cos_t, sin_t, R, NH, hs / 2);
+  rope_backward_kernel<T><<<detail::grid_for(n), detail::kThreads, 0, stream>>>(dinp, dout, pos, tab.cos, tab.sin, R, NH, tab.half);
   FBT_CUDA_CHECK_LAUNCH("rope_backward_kernel");
 }
 
@@ -534,19 +534,18 @@ void attention_backward(T* dq, T* dk, T* dv, T* Dt, const T* dout, const T* out,
 
 // ====================================================================================== Decode steps
 
-/// grid (R, NH), block 128: row r's query head h against its sequence's cache (len1[r] positions, itself
-/// last). kc[r], vc[r]: the sequence's (L, cap[r], NKV*hs) caches; layer picks the slice.
+/// grid (R, NH), block 128: row r's query head h against its sequence's cache of this layer (len1[r]
+/// positions, itself last). kc[r], vc[r]: that (capacity, NKV*hs) cache, already offset to the layer.
 /// Shared memory: the len1 scores (dynamic) and the query (static, hs <= 128).
 template <class T>
-__global__ void attention_decode_kernel(T* out, const T* q, const T* const* kc, const T* const* vc, const int* len1, const int* cap, int layer,
-                                        int NH, int NKV, int hs, T scale) {
+__global__ void attention_decode_kernel(T* out, const T* q, const T* const* kc, const T* const* vc, const int* len1, int NH, int NKV, int hs, T scale) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* p = reinterpret_cast<T*>(smem_raw);  // (len1)
   __shared__ T qs[128];
   __shared__ T red[32];
   const int r = blockIdx.x, h = blockIdx.y, kh = h / (NH / NKV), KD = NKV * hs, QD = NH * hs, n = len1[r];
-  const T* K = kc[r] + long(layer) * cap[r] * KD + kh * hs;
-  const T* V = vc[r] + long(layer) * cap[r] * KD + kh * hs;
+  const T* K = kc[r] + kh * hs;
+  const T* V = vc[r] + kh * hs;
   for (int d = threadIdx.x; d < hs; d += blockDim.x) qs[d] = q[long(r) * QD + h * hs + d];
   __syncthreads();
   T mx = -INFINITY;
@@ -571,32 +570,32 @@ __global__ void attention_decode_kernel(T* out, const T* q, const T* const* kc, 
 }
 
 /// \brief out (R, NH*hs): each of R new positions attends to its own sequence's cache (len1[r] positions,
-/// the new one written last by kv_append). kc, vc, len1, cap: device arrays of R entries.
+/// the new one written last by kv_append). kc, vc (R): device pointers to each sequence's (capacity,
+/// NKV*hs) cache of this layer; len1 (R) device ints, max_len1 their maximum (host).
 template <class T>
-void attention_decode(T* out, const T* q, const T* const* kc, const T* const* vc, const int* len1, const int* cap, int max_len1, int layer,
-                      int R, int NH, int NKV, int hs, cudaStream_t stream) {
+void attention_decode(T* out, const T* q, const T* const* kc, const T* const* vc, const int* len1, int max_len1, int R, int NH, int NKV, int hs,
+                      cudaStream_t stream) {
   FBT_ASSERT(R > 0 && NH % NKV == 0 && hs >= 1 && hs <= 128, "cuda attention_decode: bad shape");
   const std::size_t smem = std::size_t(std::max(1, max_len1)) * sizeof(T);
   FBT_ASSERT(smem <= 48 * 1024 - 640, "cuda attention_decode: " + std::to_string(max_len1) + " cached positions exceed the kernel's 12k limit");
-  attention_decode_kernel<T><<<dim3(R, NH), 128, smem, stream>>>(out, q, kc, vc, len1, cap, layer, NH, NKV, hs, T(1) / sqrtf(T(hs)));
+  attention_decode_kernel<T><<<dim3(R, NH), 128, smem, stream>>>(out, q, kc, vc, len1, NH, NKV, hs, T(1) / sqrtf(T(hs)));
   FBT_CUDA_CHECK_LAUNCH("attention_decode_kernel");
 }
 
-/// Writes row r of k, v (R, KD) at position pos[r] of layer `layer` in sequence r's caches.
-template <class T>
-__global__ void kv_append_kernel(T* const* kc, T* const* vc, const T* k, const T* v, const int* pos, const int* cap, int layer, int R, int KD) {
+/// Writes row r of k, v (R, KD) at position pos[r] of sequence r's caches kc[r], vc[r] (this layer's).
+template <class T> __global__ void kv_append_kernel(T* const* kc, T* const* vc, const T* k, const T* v, const int* pos, int R, int KD) {
   const long n = long(R) * KD;
   for (long idx = long(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += long(gridDim.x) * blockDim.x) {
     const int r = int(idx / KD), c = int(idx % KD);
-    const long at = (long(layer) * cap[r] + pos[r]) * KD + c;
+    const long at = long(pos[r]) * KD + c;
     kc[r][at] = k[idx];
     vc[r][at] = v[idx];
   }
 }
-template <class T>
-void kv_append(T* const* kc, T* const* vc, const T* k, const T* v, const int* pos, const int* cap, int layer, int R, int KD, cudaStream_t stream) {
+/// \brief Row r of k, v (R, KD) -> kc[r], vc[r] at position pos[r] (device pointers and ints, R each).
+template <class T> void kv_append(T* const* kc, T* const* vc, const T* k, const T* v, const int* pos, int R, int KD, cudaStream_t stream) {
   if (R == 0) return;
-  kv_append_kernel<T><<<detail::grid_for(std::size_t(R) * KD), detail::kThreads, 0, stream>>>(kc, vc, k, v, pos, cap, layer, R, KD);
+  kv_append_kernel<T><<<detail::grid_for(std::size_t(R) * KD), detail::kThreads, 0, stream>>>(kc, vc, k, v, pos, R, KD);
   FBT_CUDA_CHECK_LAUNCH("kv_append_kernel");
 }
 
@@ -864,12 +863,9 @@ __global__ void adamw_kernel(T* p, const T* g, T* m, T* v, long n, T b1, T b2, T
     p[i] -= lr * ((M * rbc1) / (sqrtf(Vv * rbc2) + eps) + wd * p[i]);
   }
 }
-/// Rates of one AdamW step (computed in double on the host and rounded once, as on the CPU).
-struct AdamWRates {
-  float b1, b2, ib1, ib2, rbc1, rbc2, eps, lr;
-};
-/// \brief One AdamW step over one tensor of n elements (wd: its decoupled weight decay, 0 for gains/biases).
-template <class T> void adamw_update_tensor(T* p, const T* g, T* m, T* v, std::size_t n, const AdamWRates& a, T wd, cudaStream_t stream) {
+/// \brief One AdamW step over one tensor of n elements (wd: its decoupled weight decay, 0 for gains/biases);
+/// the rates are computed in double on the host and rounded once (train/adamw.hpp).
+template <class T> void adamw_update_tensor(T* p, const T* g, T* m, T* v, std::size_t n, const AdamWRates<T>& a, T wd, cudaStream_t stream) {
   if (n == 0) return;
   adamw_kernel<T><<<detail::grid_for(n), detail::kThreads, 0, stream>>>(p, g, m, v, long(n), a.b1, a.b2, a.ib1, a.ib2, a.rbc1, a.rbc2, a.eps,
                                                                         a.lr, wd);
@@ -878,8 +874,9 @@ template <class T> void adamw_update_tensor(T* p, const T* g, T* m, T* v, std::s
 
 // ============================================================================ jitter, reductions
 
-/// out = src + U(lo, hi) noise, bit for bit the CPU's draws (model/multipass.hpp): batch row r uses the
-/// SplitMix64 stream seeded seed ^ (0xD1B54A32D192ED03 * (row_offset + r + 1)); its i-th element is that
+/// out = src + U(lo, hi) noise, bit for bit the CPU's draws (CpuBackend::jitter_add): batch row r uses the
+/// SplitMix64 stream seeded fbt::jitter_row_seed(seed, row_offset + r) (backend/backend.hpp), i.e.
+/// seed ^ (0xD1B54A32D192ED03 * (row_offset + r + 1)); its i-th element is that
 /// stream's (i+1)-th output, which SplitMix64 computes directly (a counter-based generator), so every
 /// element is drawn independently. The double arithmetic uses the _rn intrinsics: no FMA contraction,
 /// the same rounding as the CPU's lo + (hi - lo) * x * 2^-53.
@@ -896,7 +893,7 @@ __global__ void jitter_add_kernel(T* out, const T* src, unsigned long long seed,
     out[i] = src[i] + T(u);
   }
 }
-/// \brief out (B, row_len) = src + the jitter of multipass_step (sigma: U(-sigma, sigma)).
+/// \brief out (B, row_len) = src + the jitter of a fed-back pass (sigma: U(-sigma, sigma)).
 template <class T>
 void jitter_add(T* out, const T* src, std::uint64_t seed, int row_offset, int B, std::size_t row_len, double sigma, cudaStream_t stream) {
   const std::size_t n = std::size_t(B) * row_len;
@@ -931,39 +928,62 @@ template <class T> void scale_inplace(T* x, double s, std::size_t n, cudaStream_
   FBT_CUDA_CHECK_LAUNCH("scale_kernel");
 }
 
-/// The feedback diagnostics of multipass_step (spec 6), over fed-back rows (mask != 0), in double:
-/// acc[0] rows, [1] sum s^2, [2] sum sigmoid(pe), [3] sum sigmoid(pe)^2 (glu), [4] sum |u - base|^2,
-/// [5] sum |e|^2 (gated_add: base = e; concat: base = pe). One block per row.
-template <class T>
-__global__ void feedback_stats_kernel(double* acc, const T* S, const T* pe, const T* e, const T* u, const T* mask, int C, int kind) {
+/// Masked row reductions behind the feedback diagnostics (spec 6), over rows with mask != 0, in double.
+/// One block per row; a masked-out row returns at once (uniform per block: no thread reaches a barrier the
+/// others skip); each row's block sum is added to the accumulator with one atomicAdd.
+/// acc[0] += sum x^2
+template <class T> __global__ void masked_sumsq_kernel(double* acc, const T* x, const T* mask, int C) {
   __shared__ double red[32];
   const long n = blockIdx.x;
-  if (mask[n] == T(0)) return;  // uniform per block: no thread reaches a barrier the others skip
-  double ss = 0, gs = 0, gss = 0, num = 0, den = 0;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    const long i = n * C + c;
-    ss += double(S[i]) * double(S[i]);
-    if (kind == 1) {
-      const double g = 1.0 / (1.0 + exp(-double(pe[i])));
-      gs += g, gss += g * g;
-    } else {
-      const double base = kind == 2 ? double(e[i]) : double(pe[i]), d = double(u[i]) - base;
-      num += d * d, den += double(e[i]) * double(e[i]);
-    }
-  }
-  ss = detail::block_sum(ss, red), gs = detail::block_sum(gs, red), gss = detail::block_sum(gss, red);
-  num = detail::block_sum(num, red), den = detail::block_sum(den, red);
-  if (threadIdx.x == 0) {
-    atomicAdd(acc + 0, 1.0), atomicAdd(acc + 1, ss), atomicAdd(acc + 2, gs), atomicAdd(acc + 3, gss);
-    atomicAdd(acc + 4, num), atomicAdd(acc + 5, den);
-  }
+  if (mask[n] == T(0)) return;
+  double s = 0;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) s += double(x[n * C + c]) * double(x[n * C + c]);
+  s = detail::block_sum(s, red);
+  if (threadIdx.x == 0) atomicAdd(acc, s);
 }
-/// \brief acc (6 device doubles, zeroed by the caller) += the diagnostics sums; kind 1 glu, 2 gated_add, 3 concat.
-template <class T>
-void feedback_stats(double* acc, const T* S, const T* pe, const T* e, const T* u, const T* mask, int R, int C, int kind, cudaStream_t stream) {
-  if (R == 0) return;
-  feedback_stats_kernel<T><<<R, 128, 0, stream>>>(acc, S, pe, e, u, mask, C, kind);
-  FBT_CUDA_CHECK_LAUNCH("feedback_stats_kernel");
+/// acc[0] += sum (a - b)^2
+template <class T> __global__ void masked_diff_sumsq_kernel(double* acc, const T* a, const T* b, const T* mask, int C) {
+  __shared__ double red[32];
+  const long n = blockIdx.x;
+  if (mask[n] == T(0)) return;
+  double s = 0;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    const double d = double(a[n * C + c]) - double(b[n * C + c]);
+    s += d * d;
+  }
+  s = detail::block_sum(s, red);
+  if (threadIdx.x == 0) atomicAdd(acc, s);
+}
+/// acc[0] += sum sigmoid(z), acc[1] += sum sigmoid(z)^2
+template <class T> __global__ void masked_sigmoid_moments_kernel(double* acc, const T* z, const T* mask, int C) {
+  __shared__ double red[32];
+  const long n = blockIdx.x;
+  if (mask[n] == T(0)) return;
+  double s = 0, ss = 0;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    const double g = 1.0 / (1.0 + exp(-double(z[n * C + c])));
+    s += g, ss += g * g;
+  }
+  s = detail::block_sum(s, red), ss = detail::block_sum(ss, red);
+  if (threadIdx.x == 0) atomicAdd(acc, s), atomicAdd(acc + 1, ss);
+}
+/// \brief acc[0] (device double, zeroed by the caller) += sum of x^2 over the rows of x (R, C) with mask (R) != 0.
+template <class T> void masked_sumsq(double* acc, const T* x, const T* mask, int R, int C, cudaStream_t stream) {
+  if (R == 0 || C == 0) return;
+  masked_sumsq_kernel<T><<<R, 128, 0, stream>>>(acc, x, mask, C);
+  FBT_CUDA_CHECK_LAUNCH("masked_sumsq_kernel");
+}
+/// \brief acc[0] += sum of (a - b)^2 over the rows of a, b (R, C) with mask != 0.
+template <class T> void masked_diff_sumsq(double* acc, const T* a, const T* b, const T* mask, int R, int C, cudaStream_t stream) {
+  if (R == 0 || C == 0) return;
+  masked_diff_sumsq_kernel<T><<<R, 128, 0, stream>>>(acc, a, b, mask, C);
+  FBT_CUDA_CHECK_LAUNCH("masked_diff_sumsq_kernel");
+}
+/// \brief acc[0] += sum sigmoid(z), acc[1] += sum sigmoid(z)^2 over the rows of z (R, C) with mask != 0.
+template <class T> void masked_sigmoid_moments(double* acc, const T* z, const T* mask, int R, int C, cudaStream_t stream) {
+  if (R == 0 || C == 0) return;
+  masked_sigmoid_moments_kernel<T><<<R, 128, 0, stream>>>(acc, z, mask, C);
+  FBT_CUDA_CHECK_LAUNCH("masked_sigmoid_moments_kernel");
 }
 
 }  // namespace cuda

@@ -1,22 +1,25 @@
-// fbt/decode/decoder.hpp: KV-cached decoding in the three modes of spec section 4.
+// fbt/decode/decoder.hpp: KV-cached decoding in the three modes of spec section 4, written once over a
+// backend (the CPU's, or a GPU's through model/backend_model.hpp).
 //
 //   standard   every input is plain, N_in(e) (e for a baseline); the feedback weights are unused
 //   soft       plain prefill of the prompt; then each new token's input is N_in(Fuse(h_prev, e(tok)))
 //   fused(k)   prefill = a plain pass + k fed-back passes over the prompt (position 1 plain, no prefix
 //              mixing), committing only the last pass's K/V and state; then as soft. Prefill costs (k+1)x.
-// Per-sequence state = KV cache + h_prev (the previous position's top state, spec 2's feedback_source),
-// so batched decoding carries both. The prefill reuses the training forward (one Workspace, B = 1);
-// a step runs R sequences' new tokens together: projections as (R, D) products, attention per sequence
-// against its own cache.
+// Per-sequence state = KV cache + h_prev (the previous position's tapped state, spec 2's feedback_source),
+// so batched decoding carries both. The prefill is the training forward (model/pass.hpp forward_chain,
+// B = 1); a step runs R sequences' new tokens together, each block one position per sequence against
+// its own cache (the blocks' decode members). The fuser's e-only precompute comes from a per-token
+// table, so a soft step's own cost is the fuser's s part and the norms (spec 4).
 // Documents: a token equal to `sep_token` starts a document: its input is plain and, under
 // doc_attention "masked", the cache restarts (RoPE positions from 0), exactly as in training.
 #pragma once
 
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
-#include "../model/multipass.hpp"
+#include "../model/backend_model.hpp"
 #include "sampling.hpp"
 
 namespace fbt {
@@ -45,212 +48,261 @@ struct DecodeModeSpec {
   }
 };
 
-/// One request's decoding state.
-template <class T> struct Sequence {
+/// One request's decoding state, in the backend's memory.
+template <class M, class Be = CpuBackend<typename M::Scalar>> struct Sequence {
+  using T = typename M::Scalar;
   int capacity = 0;        ///< positions the cache can hold
   int len = 0;             ///< positions in the cache (since the document start under masked attention)
-  AlignedVector<T> k, v;   ///< (L, capacity, NKV*hs) keys (after QK-norm and RoPE) and values
-  AlignedVector<T> h;      ///< (D) state of the last position: what the next token is fused with
+  typename Be::template Buf<T> k, v;  ///< per layer l, (capacity, KD_l) keys (after QK-norm and RoPE) and values, layer after layer
+  typename Be::template Buf<T> h;     ///< (D) state of the last position: what the next token is fused with
   bool has_h = false;
   DecodeModeSpec mode;
 };
 
-template <class T> class Decoder {
+template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
  public:
-  /// \param sep_token the document separator (-1: none).
-  explicit Decoder(const Model<T>& m, int sep_token = -1) : m_(m), sep_(sep_token) {}
+  using T = typename M::Scalar;
+  using Seq = Sequence<M, Be>;
+  template <class U> using Buf = typename Be::template Buf<U>;
+  static constexpr bool fb = M::has_feedback;
 
-  const Model<T>& model() const { return m_; }
+  /// \brief Decodes with a host model's current weights on the CPU. \param sep_token the document separator (-1: none).
+  explicit Decoder(const M& m, int sep_token = -1) : m_(m), be_(&own_be_), sep_(sep_token) {
+    static_assert(std::is_same<Be, CpuBackend<T>>::value, "Decoder(model): a host model decodes on the CPU backend; for another "
+                                                           "backend construct the Decoder from a BackendModel");
+    weights_ = [this] { return m_.weights(); };
+    version_ = [this] { return host_hash(); };
+    init_layout();
+  }
+  /// \brief Decodes with a BackendModel's weights, on its backend.
+  explicit Decoder(BackendModel<M, Be>& bm, int sep_token = -1) : m_(bm.host()), be_(&bm.backend()), sep_(sep_token) {
+    weights_ = [&bm] { return bm.weights(); };
+    version_ = [&bm] { return bm.version(); };
+    init_layout();
+  }
+  Decoder(const Decoder&) = delete;
+  Decoder& operator=(const Decoder&) = delete;
+
+  const M& model() const { return m_; }
 
   /// A fresh sequence whose cache holds `capacity` positions (<= max_position_embeddings).
-  Sequence<T> new_sequence(int capacity, DecodeModeSpec mode) const {
-    FBT_ASSERT(capacity > 0 && capacity <= m_.cfg.max_position_embeddings,
+  Seq new_sequence(int capacity, DecodeModeSpec mode) const {
+    FBT_ASSERT(capacity > 0 && capacity <= m_.opts.max_position_embeddings,
                "sequence capacity " + std::to_string(capacity) + " must be in [1, max_position_embeddings=" +
-                   std::to_string(m_.cfg.max_position_embeddings) + "]");
-    FBT_ASSERT(mode.mode == DecodeMode::Standard || m_.feedback(), "decoding mode " + mode.name() + " needs a feedback fuser (the model's fuser is none)");
-    Sequence<T> s;
+                   std::to_string(m_.opts.max_position_embeddings) + "]");
+    FBT_ASSERT(mode.mode == DecodeMode::Standard || fb, "decoding mode " + mode.name() + " needs a feedback fuser (the model's fuser is none)");
+    Seq s;
     s.capacity = capacity, s.mode = mode;
-    s.k.assign(std::size_t(m_.L) * capacity * KD(), T(0));
-    s.v.assign(std::size_t(m_.L) * capacity * KD(), T(0));
-    s.h.assign(m_.D, T(0));
+    const std::size_t n = std::size_t(capacity) * kd_sum_;
+    s.k.resize(n), s.v.resize(n), s.h.resize(m_.D);
+    be_->zero(s.k.data(), n), be_->zero(s.v.data(), n), be_->zero(s.h.data(), std::size_t(m_.D));
     return s;
   }
 
-  /// \brief Runs the prompt (P tokens) through the mode's prefill, commits K/V and h_prev, and writes the
-  /// logits of the last prompt position into logits (V). The sequence must be fresh (len 0).
-  void prefill(Sequence<T>& s, const int* prompt, int P, T* logits) {
+  /// \brief Runs the prompt (P tokens, host) through the mode's prefill, commits K/V and h_prev, and
+  /// writes the logits of the last prompt position into logits (V, host). The sequence must be fresh.
+  void prefill(Seq& s, const int* prompt, int P, T* logits) {
     FBT_ASSERT(P >= 1, "prefill needs at least one prompt token");
     FBT_ASSERT(s.len == 0 && !s.has_h, "prefill of a sequence that already holds tokens");
     FBT_ASSERT(P <= s.capacity, "prompt of " + std::to_string(P) + " tokens exceeds the sequence capacity " + std::to_string(s.capacity));
-    const int D = m_.D, L = m_.L;
-    if (s.mode.mode != DecodeMode::Standard) refresh_pe_table();
+    const int D = m_.D, V = m_.V, L = m_.L;
+    const Weights<T> w = weights_();
+    if (s.mode.mode != DecodeMode::Standard) refresh_pre_table(w);
     docs_.assign(P, 0);
     int start = 0;  // the last document start in the prompt
     for (int t = 0; t < P; ++t)
       if (t == 0 || prompt[t] == sep_) docs_[t] = 1, start = t;
     const int passes = s.mode.mode == DecodeMode::Fused ? 1 + s.mode.k : 1;
-    const Model<T>& m = m_;
-    m.prepare(ws_, 1, P, 1, false);
-    m.begin_batch(ws_, prompt, docs_.data());
-    PassCache<T>& p = ws_.pass[0];
-    if (passes > 1) m.fuser.shared_forward(m.params, ws_.fshared, ws_.e, P);
-    for (int j = 0; j < passes; ++j) {
-      if (j == 0) m.plain_input(ws_, p);
-      else m.fused_input(ws_, p, m.source_state(p), nullptr, nullptr);
-      m.stack_forward(ws_, p);
-    }
+    PassRunner<M, Be> run(*be_, m_, w, ws_);
+    run.prepare(1, P, 1, false);
+    run.begin_batch(prompt, docs_.data(), nullptr);
+    run.forward_chain(passes, [](int, PassCache<M>&) {});
+    PassCache<M>& p = ws_.pass[0];
     // commit the last pass's keys and values (from the last document start under masked attention)
-    const int from = m_.cfg.doc_attention == "masked" ? start : 0;
+    const int from = m_.opts.doc_masked ? start : 0;
     for (int l = 0; l < L; ++l) {
-      const auto& c = p.blocks[l].attn;
-      std::copy(c.kr + std::size_t(from) * KD(), c.kr + std::size_t(P) * KD(), s.k.data() + std::size_t(l) * s.capacity * KD());
-      std::copy(c.v + std::size_t(from) * KD(), c.v + std::size_t(P) * KD(), s.v.data() + std::size_t(l) * s.capacity * KD());
+      const auto kv = m_.blocks[l].kv(p.blocks[l]);
+      const std::size_t kd = std::size_t(m_.blocks[l].kv_width()), off = std::size_t(s.capacity) * koff_[l];
+      be_->copy(s.k.data() + off, kv.first + std::size_t(from) * kd, std::size_t(P - from) * kd);
+      be_->copy(s.v.data() + off, kv.second + std::size_t(from) * kd, std::size_t(P - from) * kd);
     }
     s.len = P - from;
-    const T* src = m.source_state(p) + std::size_t(P - 1) * D;
-    std::copy(src, src + D, s.h.data());
+    be_->copy(s.h.data(), run.source(p) + std::size_t(P - 1) * D, std::size_t(D));
     s.has_h = true;
-    linear_forward(smat(logits, 1, m_.V), csmat(p.hf + std::size_t(P - 1) * D, 1, D), csmat(m_.params.values() + m_.head_offset(), m_.V, D));
+    linear(*be_, ws_.logits, p.hf + std::size_t(P - 1) * D, w.value + m_.head_offset(), 1, V, D, D, false);
+    be_->download(logits, ws_.logits, std::size_t(V));
   }
 
-  /// \brief Feeds tokens[r] to seqs[r] for r < R (one new position each) and writes logits (R, V).
-  void step(Sequence<T>* const* seqs, int R, const int* tokens, T* logits) {
+  /// \brief Feeds tokens[r] (host) to seqs[r] for r < R (one new position each) and writes logits (R, V, host).
+  void step(Seq* const* seqs, int R, const int* tokens, T* logits) {
     const int D = m_.D, V = m_.V, L = m_.L;
     reserve(R);
-    const T* P = m_.params.values();
-    const T eps = T(m_.cfg.rms_norm_eps);
+    const Weights<T> w = weights_();
     bool any_fused = false;
+    int max_len1 = 0;
     for (int r = 0; r < R; ++r) {
-      Sequence<T>& s = *seqs[r];
+      Seq& s = *seqs[r];
+      FBT_ASSERT(tokens[r] >= 0 && tokens[r] < V, "token id " + std::to_string(tokens[r]) + " at position " + std::to_string(r) +
+                                                      " is outside the vocabulary [0, " + std::to_string(V) + ")");
       const bool doc_start = tokens[r] == sep_;
-      if (doc_start && m_.cfg.doc_attention == "masked") s.len = 0;  // a new document: nothing before it is visible
+      if (doc_start && m_.opts.doc_masked) s.len = 0;  // a new document: nothing before it is visible
       FBT_ASSERT(s.len < s.capacity, "sequence is full (" + std::to_string(s.capacity) + " positions)");
-      const bool fused = m_.feedback() && s.mode.mode != DecodeMode::Standard && s.has_h && !doc_start;
-      mask_[r] = fused ? T(1) : T(0);
+      const bool fused = fb && s.mode.mode != DecodeMode::Standard && s.has_h && !doc_start;
+      hmask_[r] = fused ? T(1) : T(0);
       any_fused |= fused;
-      pos_[r] = s.len;
-      if (fused) std::copy(s.h.begin(), s.h.end(), S_.begin() + std::size_t(r) * D);
-      else std::fill(S_.begin() + std::size_t(r) * D, S_.begin() + std::size_t(r + 1) * D, T(0));
+      hint_[r] = tokens[r], hint_[R + r] = s.len, hint_[2 * R + r] = s.len + 1;
+      max_len1 = std::max(max_len1, s.len + 1);
+      hptr_[r] = s.h.data();
+      for (int l = 0; l < L; ++l) {
+        const std::size_t off = std::size_t(s.capacity) * koff_[l];
+        hptr_[R + std::size_t(l) * R + r] = s.k.data() + off;
+        hptr_[R + std::size_t(L + l) * R + r] = s.v.data() + off;
+      }
     }
+    const std::size_t nptr = R + 2 * std::size_t(L) * R;
+    be_->upload(ints_.data(), hint_.data(), std::size_t(3) * R);
+    be_->upload(ptrs_.data(), hptr_.data(), nptr);
+    be_->upload(mask_, hmask_.data(), std::size_t(R));
+    const int* tok = ints_.data();
+    const int* pos = tok + R;
+    const int* len1 = pos + R;
+    T* const* hp = ptrs_.data();
     // layer-0 input
-    embedding_forward(smat(e_.data(), R, D), tokens, csmat(P + m_.embed, V, D));
-    if (!m_.feedback()) {
-      std::copy(e_.begin(), e_.begin() + std::size_t(R) * D, x_.begin());
-    } else if (any_fused) {
-      // the fuser's e-only part (pe) comes from the per-token table: the soft step's own cost is W_U s
-      // (or W_s / W_c on s) and the norms, as in spec 4
-      for (int r = 0; r < R; ++r)
-        std::copy(pe_table_.begin() + std::size_t(tokens[r]) * D, pe_table_.begin() + std::size_t(tokens[r] + 1) * D, sh_.pe + std::size_t(r) * D);
-      m_.fuse_rows(R, e_.data(), S_.data(), mask_.data(), sh_, fc_, u_.data(), rin_.data(), x_.data());
-    } else if (m_.cfg.input_norm == "all") {
-      rmsnorm_forward(smat(x_.data(), R, D), vec(rin_.data(), R), csmat(e_.data(), R, D), cvec(P + m_.in_norm, D), eps);
+    m_.embed.forward(*be_, w, e_, tok, R);
+    if constexpr (fb) {
+      if (any_fused) {
+        const int P = FuserOps<typename M::Fuser>::pre_width(m_.fuser);
+        if (P > 0) {
+          if (pre_table_.size() == 0) refresh_pre_table(w);
+          be_->embedding_forward(pre_, tok, pre_table_.data(), R, V, P);  // the precompute, from the per-token table
+        }
+        be_->gather_rows(S_, const_cast<const T* const*>(hp), mask_, R, D);
+        m_.fused_rows(*be_, w, R, e_, S_, mask_, P > 0 ? pre_ : nullptr, fc_, u_, rin_, x_);
+      } else {
+        m_.plain_rows(*be_, w, R, e_, x_, rin_);
+      }
     } else {
-      std::copy(e_.begin(), e_.begin() + std::size_t(R) * D, x_.begin());
+      m_.plain_rows(*be_, w, R, e_, x_, rin_);
     }
-    // the stack, one new position per sequence
-    const int NH = m_.cfg.num_attention_heads, NKV = m_.cfg.num_key_value_heads, hs = m_.cfg.hs(), QD = NH * hs, F = m_.cfg.intermediate_size;
+    // the stack, one new position per sequence; the tapped state goes to each sequence's h
+    const FeedbackTap tap = m_.opts.tap;
     for (int l = 0; l < L; ++l) {
-      const Block<T>& bl = m_.blocks[l];
-      const auto& at = bl.attn;
-      rmsnorm_forward(smat(ln_.data(), R, D), vec(rstd_.data(), R), csmat(x_.data(), R, D), cvec(P + bl.g1, D), eps);
-      linear_forward(smat(q_.data(), R, QD), csmat(ln_.data(), R, D), csmat(P + at.wq, QD, D));
-      linear_forward(smat(k_.data(), R, KD()), csmat(ln_.data(), R, D), csmat(P + at.wk, KD(), D));
-      linear_forward(smat(v_.data(), R, KD()), csmat(ln_.data(), R, D), csmat(P + at.wv, KD(), D));
-      if (at.qk_norm) {
-        rmsnorm_forward(smat(q_.data(), R * NH, hs), vec(rq_.data(), R * NH), csmat(q_.data(), R * NH, hs), cvec(P + at.gq, hs), eps);
-        rmsnorm_forward(smat(k_.data(), R * NKV, hs), vec(rq_.data(), R * NKV), csmat(k_.data(), R * NKV, hs), cvec(P + at.gk, hs), eps);
-      }
-      rope_forward(smat(q_.data(), R, QD), csmat(q_.data(), R, QD), pos_.data(), m_.rope, NH);
-      rope_forward(smat(k_.data(), R, KD()), csmat(k_.data(), R, KD()), pos_.data(), m_.rope, NKV);
-      for (int r = 0; r < R; ++r) {
-        Sequence<T>& s = *seqs[r];
-        T* Kc = s.k.data() + std::size_t(l) * s.capacity * KD();
-        T* Vc = s.v.data() + std::size_t(l) * s.capacity * KD();
-        std::copy(k_.begin() + std::size_t(r) * KD(), k_.begin() + std::size_t(r + 1) * KD(), Kc + std::size_t(s.len) * KD());
-        std::copy(v_.begin() + std::size_t(r) * KD(), v_.begin() + std::size_t(r + 1) * KD(), Vc + std::size_t(s.len) * KD());
-        attention_decode(ao_.data() + std::size_t(r) * QD, scores_.data(), q_.data() + std::size_t(r) * QD, Kc, Vc, s.len + 1, NH, NKV, hs);
-      }
-      linear_forward_acc(smat(x_.data(), R, D), csmat(ao_.data(), R, QD), csmat(P + at.wo, D, QD));
-      rmsnorm_forward(smat(ln_.data(), R, D), vec(rstd_.data(), R), csmat(x_.data(), R, D), cvec(P + bl.g2, D), eps);
-      linear_forward(smat(g_.data(), R, F), csmat(ln_.data(), R, D), csmat(P + bl.mlp.wg, F, D));
-      linear_forward(smat(up_.data(), R, F), csmat(ln_.data(), R, D), csmat(P + bl.mlp.wu, F, D));
-      swiglu_forward(smat(g_.data(), R, F), csmat(g_.data(), R, F), csmat(up_.data(), R, F));
-      linear_forward_acc(smat(x_.data(), R, D), csmat(g_.data(), R, F), csmat(P + bl.mlp.wd, D, F));
+      const DecodeStep<T> st{R, pos, len1, max_len1, hp + R + std::size_t(l) * R, hp + R + std::size_t(L + l) * R};
+      m_.blocks[l].decode(*be_, w, dcache_[l], x_, st);
+      if (tap.layer == l) be_->scatter_rows(hp, x_, R, D);
     }
-    rmsnorm_forward(smat(hf_.data(), R, D), vec(rstd_.data(), R), csmat(x_.data(), R, D), cvec(P + m_.final_norm, D), eps);
-    linear_forward(smat(logits, R, V), csmat(hf_.data(), R, D), csmat(P + m_.head_offset(), V, D));
-    const T* src = m_.post_norm_source() ? hf_.data() : x_.data();
+    m_.final_norm.forward(*be_, w, hf_, rstd_, x_, R);
+    linear(*be_, lg_, hf_, w.value + m_.head_offset(), R, V, D, D, false);
+    if (tap.is_final_norm()) be_->scatter_rows(hp, hf_, R, D);
+    be_->download(logits, lg_, std::size_t(R) * V);
     for (int r = 0; r < R; ++r) {
-      Sequence<T>& s = *seqs[r];
-      std::copy(src + std::size_t(r) * D, src + std::size_t(r + 1) * D, s.h.begin());
-      s.has_h = true;
-      ++s.len;
+      seqs[r]->has_h = true;
+      ++seqs[r]->len;
     }
   }
 
  private:
-  int KD() const { return m_.cfg.num_key_value_heads * m_.cfg.hs(); }
+  void init_layout() {
+    koff_.assign(m_.L, 0);
+    kd_sum_ = 0;
+    for (int l = 0; l < m_.L; ++l) koff_[l] = kd_sum_, kd_sum_ += std::size_t(m_.blocks[l].kv_width());
+  }
 
-  /// The fuser's e-only pre-activation pe (fuser.hpp) for every token of the vocabulary, (V, D): glu's
-  /// W_G N_g(E[v]), gated_add's W_g[:, :D] N_g(E[v]) + b, concat's W_c[:, D:] N_g(E[v]). Recomputed at a
-  /// prefill when the weights it reads have changed (a hash of them is kept): a decoder reads the weights
-  /// at prefill, and changing them in the middle of a sequence is not supported (its KV cache would be stale too).
-  void refresh_pe_table() {
-    const int V = m_.V, D = m_.D;
+  /// A hash of the weights the per-token table reads (the embedding and the feedback tensors), for a
+  /// host model whose weights may change between prefills (training, a test's edits).
+  std::uint64_t host_hash() const {
     std::uint64_t h = 1469598103934665603ull;
     auto mix = [&](const T* p, std::size_t n) {
       const unsigned char* c = reinterpret_cast<const unsigned char*>(p);
       for (std::size_t i = 0; i < n * sizeof(T); i += 8) {
-        std::uint64_t w = 0;
-        std::memcpy(&w, c + i, std::min<std::size_t>(8, n * sizeof(T) - i));
-        h = (h ^ w) * 1099511628211ull;
+        std::uint64_t x = 0;
+        std::memcpy(&x, c + i, std::min<std::size_t>(8, n * sizeof(T) - i));
+        h = (h ^ x) * 1099511628211ull;
       }
     };
-    mix(m_.params.values() + m_.embed, std::size_t(V) * D);
+    mix(m_.params.values() + m_.embed.w, std::size_t(m_.V) * m_.D);
     for (const auto& sp : m_.params.specs())
       if (sp.name.rfind("model.feedback.", 0) == 0) mix(m_.params.values() + sp.offset, sp.size);
-    if (h == pe_hash_ && !pe_table_.empty()) return;
-    Arena<T> a;
-    typename FeedbackFuser<T>::Shared tsh;
-    a.build([&](Arena<T>& ar) { m_.fuser.alloc_shared(ar, tsh, V); });
-    m_.fuser.shared_forward(m_.params, tsh, m_.params.values() + m_.embed, V);
-    pe_table_.assign(tsh.pe, tsh.pe + std::size_t(V) * D);
-    pe_hash_ = h;
+    return h;
   }
-  /// Step buffers for R rows (grown once; a step of a size seen before allocates nothing).
-  void reserve(int R) {
-    if (R <= rows_) return;
-    rows_ = R;
-    const int D = m_.D, QD = m_.cfg.num_attention_heads * m_.cfg.hs(), F = m_.cfg.intermediate_size;
-    const std::size_t RD = std::size_t(R) * D;
-    for (auto* b : {&e_, &x_, &ln_, &hf_, &S_, &u_}) b->assign(RD, T(0));
-    q_.assign(std::size_t(R) * QD, T(0)), ao_.assign(std::size_t(R) * QD, T(0));
-    k_.assign(std::size_t(R) * KD(), T(0)), v_.assign(std::size_t(R) * KD(), T(0));
-    g_.assign(std::size_t(R) * F, T(0)), up_.assign(std::size_t(R) * F, T(0));
-    rstd_.assign(R, T(0)), rin_.assign(R, T(0)), mask_.assign(R, T(0)), pos_.assign(R, 0);
-    rq_.assign(std::size_t(R) * m_.cfg.num_attention_heads, T(0));
-    scores_.assign(m_.cfg.max_position_embeddings, T(0));
-    if (m_.feedback()) {
-      arena_.build([&](Arena<T>& a) {
-        m_.fuser.alloc_shared(a, sh_, R);
-        m_.fuser.alloc(a, fc_, R);
+
+  /// The fuser's e-only precompute for every token of the vocabulary, (V, P), recomputed at a prefill when
+  /// the weights it reads changed: a decoder reads the weights at prefill, and changing them in the middle
+  /// of a sequence is not supported (its KV cache would be stale too).
+  void refresh_pre_table(const Weights<T>& w) {
+    if constexpr (fb) {
+      using Ops = FuserOps<typename M::Fuser>;
+      const int P = Ops::pre_width(m_.fuser), V = m_.V;
+      if (P == 0) return;
+      const std::uint64_t v = version_();
+      if (v == pre_version_ && pre_table_.size() > 0) return;
+      typename Ops::PreCache pc{};
+      pre_table_.resize(std::size_t(V) * P);
+      lay_out_regions<T>(pre_tmp_, [&](Regions<T>& r) {
+        Carver<T> t = r.temp();
+        Ops::alloc_pre(m_.fuser, *be_, r.keep, t, pc, V, false);
+        r.done(t);
       });
+      Ops::pre_forward(m_.fuser, *be_, w, pc, w.value + m_.embed.w, pre_table_.data(), V);
+      pre_version_ = v;
     }
   }
 
-  const Model<T>& m_;
+  /// Step buffers for R rows (grown once; a step of a size seen before allocates nothing).
+  void reserve(int R) {
+    if (R <= rows_) return;
+    const int D = m_.D, V = m_.V, L = m_.L;
+    const std::size_t RD = std::size_t(R) * D;
+    dcache_.assign(L, typename M::Block::DecodeCache{});
+    lay_out_regions<T>(mem_, [&](Regions<T>& r) {
+      Carver<T>& a = r.keep;
+      e_ = a.take(RD), x_ = a.take(RD), hf_ = a.take(RD), S_ = a.take(RD), u_ = a.take(RD);
+      rstd_ = a.take(R), rin_ = a.take(R), mask_ = a.take(R), lg_ = a.take(std::size_t(R) * V);
+      pre_ = nullptr;
+      if constexpr (fb) {
+        const int P = FuserOps<typename M::Fuser>::pre_width(m_.fuser);
+        if (P > 0) pre_ = a.take(std::size_t(R) * P);
+        Carver<T> t = r.temp();
+        m_.fuser.alloc(*be_, a, t, fc_, R, false);
+        r.done(t);
+      }
+      for (int l = 0; l < L; ++l) {  // one block at a time: their buffers share the temporaries
+        Carver<T> t = r.temp();
+        m_.blocks[l].alloc_decode(*be_, t, dcache_[l], R);
+        r.done(t);
+      }
+    });
+    ints_.resize(std::size_t(3) * R), ptrs_.resize(R + 2 * std::size_t(L) * R);
+    hint_.assign(std::size_t(3) * R, 0), hptr_.assign(R + 2 * std::size_t(L) * R, nullptr), hmask_.assign(R, T(0));
+    rows_ = R;
+  }
+
+  const M& m_;
+  CpuBackend<T> own_be_;  // the backend of a host-model decoder
+  Be* be_;
+  std::function<Weights<T>()> weights_;
+  std::function<std::uint64_t()> version_;
   int sep_;
-  Workspace<T> ws_;  // prefill
+  std::vector<std::size_t> koff_;  // (L) each layer's offset in a position's cache row (sum of earlier KD)
+  std::size_t kd_sum_ = 0;
+  Workspace<M, Be> ws_;  // prefill
   std::vector<std::uint8_t> docs_;
   int rows_ = 0;
-  AlignedVector<T> e_, x_, ln_, hf_, S_, u_, q_, k_, v_, ao_, g_, up_, rstd_, rin_, mask_, rq_, scores_;
-  std::vector<int> pos_;
-  Arena<T> arena_;
-  AlignedVector<T> pe_table_;  // (V, D)
-  std::uint64_t pe_hash_ = 0;
-  typename FeedbackFuser<T>::Shared sh_;
-  typename FeedbackFuser<T>::Cache fc_;
+  Buf<T> mem_, pre_table_, pre_tmp_;
+  Buf<int> ints_;   // tokens, pos, len1: (R) each
+  Buf<T*> ptrs_;    // h (R), then per layer the K caches (L, R), then the V caches (L, R)
+  std::vector<int> hint_;
+  std::vector<T*> hptr_;
+  std::vector<T> hmask_;
+  std::uint64_t pre_version_ = ~std::uint64_t(0);
+  T *e_ = nullptr, *x_ = nullptr, *hf_ = nullptr, *S_ = nullptr, *u_ = nullptr, *rstd_ = nullptr, *rin_ = nullptr, *mask_ = nullptr;
+  T *lg_ = nullptr, *pre_ = nullptr;
+  typename M::Fuser::Cache fc_{};
+  std::vector<typename M::Block::DecodeCache> dcache_;
 };
+
+template <class M> Decoder(const M&, int = -1) -> Decoder<M>;
+template <class M, class Be> Decoder(BackendModel<M, Be>&, int = -1) -> Decoder<M, Be>;
 
 /// What one request asks for.
 struct GenerateOptions {
@@ -268,9 +320,11 @@ struct Request {
 
 /// \brief Decodes several requests together (each with its own cache, h_prev and Rng); a request leaves
 /// the batch when it stops. Returns each request's generated tokens (the prompt not included).
-template <class T> std::vector<std::vector<int>> generate_batch(Decoder<T>& dec, const std::vector<Request>& reqs) {
+template <class M, class Be> std::vector<std::vector<int>> generate_batch(Decoder<M, Be>& dec, const std::vector<Request>& reqs) {
+  using T = typename M::Scalar;
+  using Seq = typename Decoder<M, Be>::Seq;
   const int V = dec.model().V, n = int(reqs.size());
-  std::vector<Sequence<T>> seqs;
+  std::vector<Seq> seqs;
   std::vector<Rng> rngs;
   std::vector<std::vector<int>> out(n);
   std::vector<int> next(n);
@@ -281,7 +335,7 @@ template <class T> std::vector<std::vector<int>> generate_batch(Decoder<T>& dec,
     const auto& r = reqs[i];
     r.opts.sampling.validate();
     FBT_ASSERT(!r.prompt.empty(), "request " + std::to_string(i) + " has an empty prompt");
-    const int maxpos = dec.model().cfg.max_position_embeddings;
+    const int maxpos = dec.model().opts.max_position_embeddings;
     FBT_ASSERT(int(r.prompt.size()) + r.opts.max_new_tokens <= maxpos,
                "request " + std::to_string(i) + ": prompt (" + std::to_string(r.prompt.size()) + " tokens) + max_new_tokens (" +
                    std::to_string(r.opts.max_new_tokens) + ") exceeds the model's max_position_embeddings (" + std::to_string(maxpos) + ")");
@@ -297,7 +351,7 @@ template <class T> std::vector<std::vector<int>> generate_batch(Decoder<T>& dec,
     out[i].push_back(next[i]);
     if (next[i] != reqs[i].opts.stop_token && int(out[i].size()) < reqs[i].opts.max_new_tokens) active.push_back(i);
   }
-  std::vector<Sequence<T>*> batch;
+  std::vector<Seq*> batch;
   std::vector<int> toks;
   while (!active.empty()) {
     batch.clear(), toks.clear();
@@ -316,7 +370,7 @@ template <class T> std::vector<std::vector<int>> generate_batch(Decoder<T>& dec,
 }
 
 /// \brief One request.
-template <class T> std::vector<int> generate(Decoder<T>& dec, const std::vector<int>& prompt, const GenerateOptions& o) {
+template <class M, class Be> std::vector<int> generate(Decoder<M, Be>& dec, const std::vector<int>& prompt, const GenerateOptions& o) {
   return generate_batch(dec, std::vector<Request>{Request{prompt, o}})[0];
 }
 

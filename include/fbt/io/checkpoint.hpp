@@ -35,7 +35,8 @@ inline std::map<std::string, std::string> model_metadata(const ModelConfig& cfg)
 
 /// \brief Every parameter of `m` as a TensorRef: spec order, spec (Qwen3) names, F32 or F64.
 /// The refs point into m.params and are valid while m lives.
-template <class T> std::vector<TensorRef> model_tensors(const Model<T>& m) {
+template <class M> std::vector<TensorRef> model_tensors(const M& m) {
+  using T = typename M::Scalar;
   std::vector<TensorRef> out;
   for (const auto& s : m.params.specs()) out.push_back({s.name, safetensors_dtype<T>(), s.shape, m.params.values() + s.offset});
   return out;
@@ -43,7 +44,7 @@ template <class T> std::vector<TensorRef> model_tensors(const Model<T>& m) {
 
 /// \brief Saves a model checkpoint (atomic: `path + ".tmp"`, then rename).
 /// \tparam T float (tensors stored as F32) or double (stored as F64)
-template <class T> void save_model(const std::string& path, const Model<T>& m) {
+template <class M> void save_model(const std::string& path, const M& m) {
   save_safetensors(path, model_tensors(m), model_metadata(m.cfg));
 }
 
@@ -100,7 +101,8 @@ inline ModelConfig ckpt_config(const SafetensorsFile& f, const char* fn) {
 }
 
 /// Loads f's tensors into m.params after checking all of them; m is unchanged if anything is refused.
-template <class T> void ckpt_load_params(const SafetensorsFile& f, Model<T>& m, const char* fn) {
+template <class M> void ckpt_load_params(const SafetensorsFile& f, M& m, const char* fn) {
+  using T = typename M::Scalar;
   auto fail = [&](const std::string& what) { ckpt_fail(fn, f.path, what); };
   ParamStore<T>& ps = m.params;
   AlignedVector<T> staged(ps.size());
@@ -149,10 +151,17 @@ template <class T> void ckpt_load_params(const SafetensorsFile& f, Model<T>& m, 
 
 }  // namespace detail
 
+/// \brief The model config a checkpoint file carries in its __metadata__: what a program reads to choose
+/// the model type (fbt::with_model) before loading the file with load_model<M>.
+inline ModelConfig read_model_config(const std::string& path) {
+  const SafetensorsFile f = read_safetensors(path);
+  return detail::ckpt_config(f, "read_model_config");
+}
+
 /// \brief Loads a checkpoint into an existing model whose config must equal the file's.
 /// Refuses (fbt::Error naming the file and the field) a config that differs in any field, then checks
 /// the tensors as load_model does. On any refusal `m` is left unchanged.
-template <class T> void load_model_into(const std::string& path, Model<T>& m) {
+template <class M> void load_model_into(const std::string& path, M& m) {
   const char* fn = "load_model_into";
   const SafetensorsFile f = read_safetensors(path);
   const ModelConfig cfg = detail::ckpt_config(f, fn);
@@ -171,17 +180,21 @@ template <class T> void load_model_into(const std::string& path, Model<T>& m) {
 }
 
 /// \brief Builds a model from the config in a checkpoint's metadata and loads its tensors.
-/// \tparam T float or double; F32, F64, BF16 and F16 tensors are converted to T
+/// \tparam M the model type (its scalar float or double; F32, F64, BF16 and F16 tensors are converted to
+/// it); the file's fuser must be M's (fbt::with_model picks the type a file's config names).
 ///
 /// Refuses, with an fbt::Error naming the file and the tensor or field: anything read_safetensors
 /// refuses; a "format" other than "pt"; a missing or invalid config; a tensor whose dtype is not
 /// floating-point or whose shape differs from the config's (expected and found shapes); an unknown
 /// tensor; a missing tensor; a non-finite value (or one that overflows T), with its index; an
 /// lm_head.weight in a tied model that is not exactly the embedding (an equal one is ignored).
-template <class T> Model<T> load_model(const std::string& path) {
+template <class M> M load_model(const std::string& path) {
   const char* fn = "load_model";
   const SafetensorsFile f = read_safetensors(path);
-  Model<T> m(detail::ckpt_config(f, fn), 0);
+  const ModelConfig cfg = detail::ckpt_config(f, fn);
+  if (cfg.fuser != M::Fuser::name)
+    detail::ckpt_fail(fn, path, "the file's fuser is \"" + cfg.fuser + "\" but the model type's is \"" + M::Fuser::name + "\"");
+  M m(cfg, 0);
   detail::ckpt_load_params(f, m, fn);
   return m;
 }

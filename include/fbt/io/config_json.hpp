@@ -58,6 +58,11 @@ inline nlohmann::json to_json(const ModelConfig& c) {
   j["input_norm"] = c.input_norm;
   j["glu_init"] = c.glu_init;
   j["gated_add_alpha"] = c.gated_add_alpha;
+  // written only when used, so a uniform model's config is the same as before these fields existed
+  if (c.feedback_source == "layer") j["feedback_layer"] = c.feedback_layer;
+  if (!c.layer_intermediate_size.empty()) j["layer_intermediate_size"] = c.layer_intermediate_size;
+  if (!c.layer_num_attention_heads.empty()) j["layer_num_attention_heads"] = c.layer_num_attention_heads;
+  if (!c.layer_num_key_value_heads.empty()) j["layer_num_key_value_heads"] = c.layer_num_key_value_heads;
   // HF keys, so that a baseline config reads like a Qwen3 config.json. Qwen3 always has QK-norm, so
   // a model without it is not a Qwen3ForCausalLM even with feedback off.
   j["model_type"] = "fbt";
@@ -101,6 +106,15 @@ inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& 
     if (!v.is_boolean()) fail(k, std::string("must be true or false, got ") + v.type_name() + " " + v.dump());
     dst = v.get<bool>();
   };
+  auto get_ints = [&](const std::string& k, const nlohmann::json& v, std::vector<int>& dst) {
+    if (!v.is_array()) fail(k, std::string("must be an array of integers (one per layer), got ") + v.type_name());
+    dst.clear();
+    for (const auto& x : v) {
+      int i = 0;
+      get_int(k, x, i);
+      dst.push_back(i);
+    }
+  };
   auto get_str = [&](const std::string& k, const nlohmann::json& v, std::string& dst) {
     if (!v.is_string()) fail(k, std::string("must be a string, got ") + v.type_name() + " " + v.dump());
     dst = v.get<std::string>();
@@ -128,6 +142,10 @@ inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& 
     else if (k == "doc_attention") get_str(k, v, c.doc_attention);
     else if (k == "fuser") get_str(k, v, c.fuser);
     else if (k == "feedback_source") get_str(k, v, c.feedback_source);
+    else if (k == "feedback_layer") get_int(k, v, c.feedback_layer);
+    else if (k == "layer_intermediate_size") get_ints(k, v, c.layer_intermediate_size);
+    else if (k == "layer_num_attention_heads") get_ints(k, v, c.layer_num_attention_heads);
+    else if (k == "layer_num_key_value_heads") get_ints(k, v, c.layer_num_key_value_heads);
     else if (k == "input_norm") get_str(k, v, c.input_norm);
     else if (k == "glu_init") get_str(k, v, c.glu_init);
     else if (k == "gated_add_alpha") get_real(k, v, c.gated_add_alpha);

@@ -1,30 +1,62 @@
-// fbt/layers/common.hpp: what every layer shares: the shape of one pass and how parameters are reached.
+// fbt/layers/common.hpp: what every layer shares: where its parameters are, the shape of a pass, and the
+// two products every layer uses, written over a backend.
 //
-// A layer is a small value type that owns no tensors (STYLE 2.2): it keeps its config and the offsets
-// of its parameters in the flat ParamStore, says how big its cache is, and has const forward/backward
-// members that take the cache explicitly, so the K-pass objective can hold one cache per pass.
+// A layer is a small value type that owns no tensors (STYLE 2.2): it keeps its own sizes and the offsets
+// of its parameters in the flat ParamStore, lays out its cache on request, and has const forward /
+// backward members that take the backend, the weights and the cache explicitly, so the K-pass objective
+// can hold one cache per pass and the same layer code runs on every backend (layers/contract.hpp has the
+// written contract and its compile-time checks).
 #pragma once
 
-#include <cstring>
+#include <cstddef>
 
+#include "../backend/backend.hpp"
 #include "../core/arena.hpp"
 #include "../core/params.hpp"
 #include "../core/tensor.hpp"
 
 namespace fbt {
 
+/// \brief A model's parameters as one backend sees them: the flat buffers of the ParamStore layout.
+/// On the CPU they are the ParamStore's own buffers; on a GPU, its device copies (model/backend_model.hpp).
+template <class T> struct Weights {
+  const T* value = nullptr;   ///< (P) parameter values
+  T* grad = nullptr;          ///< (P) gradients, accumulated by backward (null: forward only)
+  const T* consts = nullptr;  ///< constants (RoPE tables), ParamStore::constants() layout
+};
+
+/// \brief The weights of a ParamStore on the CPU (its own buffers).
+template <class T> Weights<T> host_weights(ParamStore<T>& ps) { return Weights<T>{ps.values(), ps.grads(), ps.constants()}; }
+template <class T> Weights<T> host_weights(const ParamStore<T>& ps) { return Weights<T>{ps.values(), nullptr, ps.constants()}; }
+
 /// The shape of one pass over a batch, with the per-position tables every layer may need.
 struct PassShape {
   int B = 0, T = 0;
-  const int* pos = nullptr;    ///< (B*T) RoPE position of each token (restarts at a document start when masked)
-  const int* first = nullptr;  ///< (B*T) first position of the token's attention window within its row
+  const int* pos = nullptr;    ///< (B*T) RoPE position of each token (restarts at a document start when masked), backend memory
+  const int* first = nullptr;  ///< (B*T) first position of the token's attention window within its row, backend memory
   int N() const { return B * T; }
 };
 
-/// Zero n elements (gradient scratch is accumulated into, so it is cleared before use).
-template <class T> inline void zero(T* p, std::size_t n) { std::memset(static_cast<void*>(p), 0, n * sizeof(T)); }
+/// What one decoding step of one layer reads (decode/decoder.hpp fills it): R sequences, one new
+/// position each, and this layer's slice of each sequence's KV cache.
+template <class T> struct DecodeStep {
+  int R = 0;                  ///< sequences in the step
+  const int* pos = nullptr;   ///< (R) position of the new token in its sequence (RoPE, and where its K/V go), backend memory
+  const int* len1 = nullptr;  ///< (R) cached positions including the new one, backend memory
+  int max_len1 = 0;           ///< max of len1 (host)
+  T* const* kc = nullptr;     ///< (R) this layer's key cache of each sequence, (capacity, KD) each, backend memory
+  T* const* vc = nullptr;     ///< (R) likewise for the values
+};
 
-/// An empty (null) strided view: passed where a kernel should skip a gradient.
-template <class T> inline RowMapS<T> no_grad(Eigen::Index r, Eigen::Index c) { return RowMapS<T>(nullptr, r, c, Eigen::OuterStride<>(c)); }
+/// \brief out (N, OC) = x (N, C) W^T (+ out when acc); W (OC, C) with row stride ldw (a half of a wider
+/// matrix when ldw > C).
+template <class Be, class T> void linear(Be& be, T* out, const T* x, const T* W, int N, int OC, int C, int ldw, bool acc) {
+  be.gemm(out, OC, x, C, false, W, ldw, true, N, OC, C, acc);
+}
+/// \brief dx (N, C) += dy W (skipped when dx is null); dW (OC, C, row stride ldw) += dy^T x (skipped when null).
+template <class Be, class T> void linear_backward(Be& be, T* dx, T* dW, const T* dy, const T* x, const T* W, int N, int OC, int C, int ldw) {
+  if (dx) be.gemm(dx, C, dy, OC, false, W, ldw, false, N, C, OC, true);
+  if (dW) be.gemm(dW, ldw, dy, OC, true, x, C, false, OC, C, N, true);
+}
 
 }  // namespace fbt

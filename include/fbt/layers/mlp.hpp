@@ -1,68 +1,79 @@
-// fbt/layers/mlp.hpp: the SwiGLU MLP (Shazeer 2020; spec section 1).
+// fbt/layers/mlp.hpp: the SwiGLU MLP (Shazeer 2020; spec section 1), built from its own MlpSpec.
 //
 //   g = x Wg^T,  u = x Wu^T   (N, F);   h = silu(g) * u;   y += h Wd^T   (N, D)
-// Parameters: model.layers.{i}.mlp.{gate,up,down}_proj.weight.
+// Parameters (under the block's scope, e.g. model.layers.{i}.mlp.): {gate,up,down}_proj.weight.
 #pragma once
 
-#include "../model/config.hpp"
-#include "../ops/activations.hpp"
-#include "../ops/linear.hpp"
 #include "common.hpp"
 
 namespace fbt {
 
-template <class T> struct SwiGLUMlp {
+/// The sizes of one MLP.
+struct MlpSpec {
+  int hidden_size = 0;        ///< D
+  int intermediate_size = 0;  ///< F
+  double init_std = 0.02;     ///< gate_proj, up_proj
+  double out_std = 0.02;      ///< down_proj (depth-scaled by the model)
+};
+
+template <class T> struct SwiGLU {
   using Scalar = T;
+  using Spec = MlpSpec;
+  Spec spec;
   int D = 0, F = 0;
   std::size_t wg = 0, wu = 0, wd = 0;
 
   struct Cache {
-    T *g, *u;  // (N, F) each
-    T* h;      // (N, F)  silu(g) * u: a temporary, recomputed by backward (so it may be shared by all layers)
+    T *g, *u;         // (N, F) each
+    T* h;             // (N, F)  silu(g) * u: a temporary, recomputed by backward (so all layers share one)
+    T *dh, *dg, *du;  // (N, F) each: backward's scratch (temporaries; null without grad)
   };
-  struct Scratch {
-    T *dh, *dg, *du;  // (N, F) each
-  };
+  using DecodeCache = Cache;  // a decoding step is the forward on R rows
 
-  SwiGLUMlp() = default;
-  SwiGLUMlp(const ModelConfig& c) : D(c.hidden_size), F(c.intermediate_size) {}
+  SwiGLU() = default;
+  explicit SwiGLU(const Spec& s) : spec(s), D(s.hidden_size), F(s.intermediate_size) {
+    FBT_ASSERT(D > 0 && F > 0, "SwiGLU: hidden_size and intermediate_size must be > 0");
+  }
 
-  void declare(ParamStore<T>& ps, const std::string& prefix, double std, double out_std) {
-    wg = ps.add(prefix + "gate_proj.weight", {F, D}, Init::Normal, std);
-    wu = ps.add(prefix + "up_proj.weight", {F, D}, Init::Normal, std);
-    wd = ps.add(prefix + "down_proj.weight", {D, F}, Init::Normal, out_std);
+  void declare(const ParamRegistry<T>& r) {
+    wg = r.add("gate_proj.weight", {F, D}, Init::Normal, spec.init_std);
+    wu = r.add("up_proj.weight", {F, D}, Init::Normal, spec.init_std);
+    wd = r.add("down_proj.weight", {D, F}, Init::Normal, spec.out_std);
   }
-  /// share: a cache whose temporary h this one reuses (null: allocate one).
-  void alloc(Arena<T>& a, Cache& c, int B, int Tn, const Cache* share = nullptr) const {
+  template <class Be> void alloc(const Be&, Carver<T>& keep, Carver<T>& temp, Cache& c, int B, int Tn, bool grad) const {
     const std::size_t N = std::size_t(B) * Tn;
-    c.g = a.take(N * F), c.u = a.take(N * F), c.h = share ? share->h : a.take(N * F);
+    Carver<T>& a = grad ? keep : temp;
+    c.g = a.take(N * F), c.u = a.take(N * F), c.h = temp.take(N * F);
+    c.dh = c.dg = c.du = nullptr;
+    if (grad) c.dh = temp.take(N * F), c.dg = temp.take(N * F), c.du = temp.take(N * F);
   }
-  void alloc_scratch(Arena<T>& a, Scratch& s, int B, int Tn) const {
-    const std::size_t N = std::size_t(B) * Tn;
-    s.dh = a.take(N * F), s.dg = a.take(N * F), s.du = a.take(N * F);
-  }
+  template <class Be> void alloc_decode(const Be& be, Carver<T>& a, DecodeCache& c, int R) const { alloc(be, a, a, c, R, 1, false); }
 
   /// \brief y (N, D) += mlp(x); x (N, D) is the normalised input.
-  void forward(const ParamStore<T>& ps, Cache& c, const T* x, T* y, int N) const {
-    const T* P = ps.values();
-    auto X = csmat(x, N, D);
-    linear_forward(smat(c.g, N, F), X, csmat(P + wg, F, D));
-    linear_forward(smat(c.u, N, F), X, csmat(P + wu, F, D));
-    swiglu_forward(smat(c.h, N, F), csmat(c.g, N, F), csmat(c.u, N, F));
-    linear_forward_acc(smat(y, N, D), csmat(c.h, N, F), csmat(P + wd, D, F));
+  template <class Be> void forward(Be& be, const Weights<T>& w, Cache& c, const T* x, T* y, const PassShape& s) const {
+    const int N = s.N();
+    linear(be, c.g, x, w.value + wg, N, F, D, D, false);
+    linear(be, c.u, x, w.value + wu, N, F, D, D, false);
+    be.swiglu_forward(c.h, c.g, c.u, std::size_t(N) * F);
+    linear(be, y, c.h, w.value + wd, N, D, F, F, true);
   }
 
   /// \brief Given dy (N, D), accumulates dx (N, D) and the parameter gradients.
-  void backward(ParamStore<T>& ps, const Cache& c, const Scratch& sc, const T* dy, T* dx, const T* x, int N) const {
-    const T* P = ps.values();
-    T* G = ps.grads();
-    zero(sc.dh, std::size_t(N) * F), zero(sc.dg, std::size_t(N) * F), zero(sc.du, std::size_t(N) * F);
-    swiglu_forward(smat(c.h, N, F), csmat(c.g, N, F), csmat(c.u, N, F));  // recompute h (not kept per layer)
-    linear_backward(smat(sc.dh, N, F), smat(G + wd, D, F), csmat(dy, N, D), csmat(c.h, N, F), csmat(P + wd, D, F));
-    swiglu_backward(smat(sc.dg, N, F), smat(sc.du, N, F), csmat(sc.dh, N, F), csmat(c.g, N, F), csmat(c.u, N, F));
-    auto X = csmat(x, N, D);
-    linear_backward(smat(dx, N, D), smat(G + wg, F, D), csmat(sc.dg, N, F), X, csmat(P + wg, F, D));
-    linear_backward(smat(dx, N, D), smat(G + wu, F, D), csmat(sc.du, N, F), X, csmat(P + wu, F, D));
+  template <class Be> void backward(Be& be, const Weights<T>& w, const Cache& c, const T* dy, T* dx, const T* x, const PassShape& s) const {
+    const int N = s.N();
+    const std::size_t NF = std::size_t(N) * F;
+    be.zero(c.dh, NF), be.zero(c.dg, NF), be.zero(c.du, NF);
+    be.swiglu_forward(c.h, c.g, c.u, NF);  // recompute h (not kept per layer)
+    linear_backward(be, c.dh, w.grad + wd, dy, c.h, w.value + wd, N, D, F, F);
+    be.swiglu_backward(c.dg, c.du, c.dh, c.g, c.u, NF);
+    linear_backward(be, dx, w.grad + wg, c.dg, x, w.value + wg, N, F, D, D);
+    linear_backward(be, dx, w.grad + wu, c.du, x, w.value + wu, N, F, D, D);
+  }
+
+  /// \brief One decoding step on R rows: y (R, D) += mlp(x).
+  template <class Be> void decode(Be& be, const Weights<T>& w, const DecodeCache& c, const T* x, T* y, const DecodeStep<T>& st) const {
+    DecodeCache cc = c;
+    forward(be, w, cc, x, y, PassShape{st.R, 1, nullptr, nullptr});
   }
 };
 

@@ -1,15 +1,37 @@
-// fbt/model/config.hpp: the model configuration (Hugging Face Qwen3 field names + the feedback knobs).
+// fbt/model/config.hpp: the model configuration (Hugging Face Qwen3 field names + the feedback knobs),
+// and the one place where its string knobs are read.
 //
 // Field names follow the Qwen3 config researchers already read (spec section 9); the feedback knobs are
-// the spec's (section 2). validate() refuses a bad config with an fbt::Error that names the field and
-// the rule it breaks.
+// the spec's (section 2). A config is what the CLI, a JSON file and a checkpoint's metadata hold; the
+// builder (model/builder.hpp) turns it into a typed model, and the knob readers below (parse_tap,
+// parse_input_norm, parse_doc_attention, parse_glu_init) are the only code that compares its strings.
+// Heterogeneous stacks: the per-layer lists (layer_*) override the uniform sizes when not empty.
+// validate() refuses a bad config with an fbt::Error that names the field and the rule it breaks.
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "../config.hpp"
+#include "../layers/glu_fuser.hpp"
 
 namespace fbt {
+
+/// Where the fed-back state is taken (spec 2, knob feedback_source): the final norm's output, or the
+/// output of block `layer` (the last block's output is the "pre_final_norm" residual).
+struct FeedbackTap {
+  int layer = -1;  ///< -1: the final norm; else the block whose output is fed back (0-based)
+  static FeedbackTap final_norm() { return FeedbackTap{-1}; }
+  static FeedbackTap layer_output(int l) { return FeedbackTap{l}; }
+  bool is_final_norm() const { return layer < 0; }
+};
+
+/// Which layer-0 inputs of a full-bandwidth model go through N_in (knob input_norm).
+enum class InputNorm {
+  All,        ///< "all": plain and fused inputs
+  FusedOnly,  ///< "fused_only": plain inputs are the raw embeddings
+};
 
 struct ModelConfig {
   // --- base decoder (spec section 1) ---
@@ -28,54 +50,118 @@ struct ModelConfig {
   double initializer_range = 0.02;    ///< std of the normal init
   double z_loss = 0.0;                ///< z-loss coefficient (0 = off)
   std::string doc_attention = "masked";  ///< "masked": attention stays inside a document; "causal": crosses
+  // --- heterogeneous stacks: per-layer sizes (empty = the uniform value for every layer) ---
+  std::vector<int> layer_intermediate_size;    ///< (L) SwiGLU hidden size of each block
+  std::vector<int> layer_num_attention_heads;  ///< (L) query heads of each block
+  std::vector<int> layer_num_key_value_heads;  ///< (L) key/value heads of each block
   // --- latent feedback (spec section 2) ---
-  std::string fuser = "glu";          ///< none | glu | gated_add | concat
-  std::string feedback_source = "post_final_norm";  ///< post_final_norm | pre_final_norm
+  std::string fuser = "glu";          ///< none | glu | gated_add | concat | a user fuser's name
+  std::string feedback_source = "post_final_norm";  ///< post_final_norm | pre_final_norm | layer
+  int feedback_layer = -1;            ///< feedback_source "layer": the block whose output is fed back (0-based)
   std::string input_norm = "all";     ///< all | fused_only
   std::string glu_init = "default";   ///< default (W_U = I, W_G ~ N(0, 1e-6/D)) | fan_in | identity_both
   double gated_add_alpha = 0.1;       ///< alpha of the gated_add fuser (a config scalar, not a tensor)
 
   int hs() const { return head_dim > 0 ? head_dim : hidden_size / num_attention_heads; }
   bool feedback() const { return fuser != "none"; }
+  bool uniform() const { return layer_intermediate_size.empty() && layer_num_attention_heads.empty() && layer_num_key_value_heads.empty(); }
+  int layer_intermediate(int l) const { return layer_intermediate_size.empty() ? intermediate_size : layer_intermediate_size[l]; }
+  int layer_heads(int l) const { return layer_num_attention_heads.empty() ? num_attention_heads : layer_num_attention_heads[l]; }
+  int layer_kv_heads(int l) const { return layer_num_key_value_heads.empty() ? num_key_value_heads : layer_num_key_value_heads[l]; }
 
   /// Throws fbt::Error naming the field and the broken rule.
-  void validate() const {
-    auto fail = [](const std::string& field, const std::string& rule) { throw Error("invalid model config: " + field + ": " + rule); };
-    auto positive = [&](const char* f, long v) {
-      if (v <= 0) fail(f, "must be > 0, got " + std::to_string(v));
-    };
-    positive("vocab_size", vocab_size);
-    positive("hidden_size", hidden_size);
-    positive("num_hidden_layers", num_hidden_layers);
-    positive("num_attention_heads", num_attention_heads);
-    positive("num_key_value_heads", num_key_value_heads);
-    positive("intermediate_size", intermediate_size);
-    positive("max_position_embeddings", max_position_embeddings);
-    if (head_dim < 0) fail("head_dim", "must be >= 0 (0 means hidden_size / num_attention_heads), got " + std::to_string(head_dim));
-    if (head_dim == 0 && hidden_size % num_attention_heads != 0)
-      fail("num_attention_heads", "must divide hidden_size (" + std::to_string(hidden_size) + "), got " + std::to_string(num_attention_heads));
-    if (num_attention_heads % num_key_value_heads != 0)
-      fail("num_key_value_heads", "must divide num_attention_heads (" + std::to_string(num_attention_heads) + "), got " +
-                                      std::to_string(num_key_value_heads));
-    if (hs() % 2 != 0) fail("head_dim", "must be even for RoPE's rotate-half, got " + std::to_string(hs()));
-    if (!(rope_theta > 0)) fail("rope_theta", "must be > 0");
-    if (!(rms_norm_eps > 0)) fail("rms_norm_eps", "must be > 0");
-    if (!(initializer_range > 0)) fail("initializer_range", "must be > 0");
-    if (!(z_loss >= 0)) fail("z_loss", "must be >= 0");
-    auto one_of = [&](const char* f, const std::string& v, std::initializer_list<const char*> ok) {
-      std::string list;
-      for (auto o : ok) {
-        if (v == o) return;
-        list += std::string(list.empty() ? "" : ", ") + o;
-      }
-      fail(f, "unknown value \"" + v + "\" (expected one of: " + list + ")");
-    };
-    one_of("fuser", fuser, {"none", "glu", "gated_add", "concat"});
-    one_of("feedback_source", feedback_source, {"post_final_norm", "pre_final_norm"});
-    one_of("input_norm", input_norm, {"all", "fused_only"});
-    one_of("glu_init", glu_init, {"default", "fan_in", "identity_both"});
-    one_of("doc_attention", doc_attention, {"masked", "causal"});
-  }
+  inline void validate() const;
 };
+
+namespace detail {
+[[noreturn]] inline void config_fail(const std::string& field, const std::string& rule) {
+  throw Error("invalid model config: " + field + ": " + rule);
+}
+inline void config_one_of(const char* f, const std::string& v, std::initializer_list<const char*> ok) {
+  std::string list;
+  for (auto o : ok) {
+    if (v == o) return;
+    list += std::string(list.empty() ? "" : ", ") + o;
+  }
+  config_fail(f, "unknown value \"" + v + "\" (expected one of: " + list + ")");
+}
+}  // namespace detail
+
+// ---- the knob readers: the only code that compares the config's strings ---------------------------
+
+/// feedback_source (+ feedback_layer) -> the tap.
+inline FeedbackTap parse_tap(const ModelConfig& c) {
+  detail::config_one_of("feedback_source", c.feedback_source, {"post_final_norm", "pre_final_norm", "layer"});
+  if (c.feedback_source == "post_final_norm") return FeedbackTap::final_norm();
+  if (c.feedback_source == "pre_final_norm") return FeedbackTap::layer_output(c.num_hidden_layers - 1);
+  if (c.feedback_layer < 0 || c.feedback_layer >= c.num_hidden_layers)
+    detail::config_fail("feedback_layer", "feedback_source \"layer\" needs a block index in [0, " + std::to_string(c.num_hidden_layers) + "), got " +
+                                              std::to_string(c.feedback_layer));
+  return FeedbackTap::layer_output(c.feedback_layer);
+}
+/// The config's description of a tap: (feedback_source, feedback_layer).
+inline std::pair<std::string, int> describe_tap(const FeedbackTap& t, int L) {
+  if (t.is_final_norm()) return {"post_final_norm", -1};
+  if (t.layer == L - 1) return {"pre_final_norm", -1};
+  return {"layer", t.layer};
+}
+inline InputNorm parse_input_norm(const ModelConfig& c) {
+  detail::config_one_of("input_norm", c.input_norm, {"all", "fused_only"});
+  return c.input_norm == "all" ? InputNorm::All : InputNorm::FusedOnly;
+}
+inline const char* input_norm_name(InputNorm n) { return n == InputNorm::All ? "all" : "fused_only"; }
+inline GluInit parse_glu_init(const ModelConfig& c) {
+  detail::config_one_of("glu_init", c.glu_init, {"default", "fan_in", "identity_both"});
+  return c.glu_init == "fan_in" ? GluInit::FanIn : c.glu_init == "identity_both" ? GluInit::IdentityBoth : GluInit::Default;
+}
+inline const char* glu_init_name(GluInit g) { return g == GluInit::FanIn ? "fan_in" : g == GluInit::IdentityBoth ? "identity_both" : "default"; }
+/// doc_attention -> masked (true) or causal.
+inline bool parse_doc_attention(const ModelConfig& c) {
+  detail::config_one_of("doc_attention", c.doc_attention, {"masked", "causal"});
+  return c.doc_attention == "masked";
+}
+
+inline void ModelConfig::validate() const {
+  using detail::config_fail;
+  auto positive = [&](const char* f, long v) {
+    if (v <= 0) config_fail(f, "must be > 0, got " + std::to_string(v));
+  };
+  positive("vocab_size", vocab_size);
+  positive("hidden_size", hidden_size);
+  positive("num_hidden_layers", num_hidden_layers);
+  positive("num_attention_heads", num_attention_heads);
+  positive("num_key_value_heads", num_key_value_heads);
+  positive("intermediate_size", intermediate_size);
+  positive("max_position_embeddings", max_position_embeddings);
+  if (head_dim < 0) config_fail("head_dim", "must be >= 0 (0 means hidden_size / num_attention_heads), got " + std::to_string(head_dim));
+  if (head_dim == 0 && hidden_size % num_attention_heads != 0)
+    config_fail("num_attention_heads", "must divide hidden_size (" + std::to_string(hidden_size) + "), got " + std::to_string(num_attention_heads));
+  if (hs() % 2 != 0) config_fail("head_dim", "must be even for RoPE's rotate-half, got " + std::to_string(hs()));
+  auto per_layer = [&](const char* f, const std::vector<int>& v) {
+    if (!v.empty() && int(v.size()) != num_hidden_layers)
+      config_fail(f, "has " + std::to_string(v.size()) + " entries, expected one per layer (" + std::to_string(num_hidden_layers) + ") or none");
+    for (std::size_t l = 0; l < v.size(); ++l)
+      if (v[l] <= 0) config_fail(std::string(f) + "[" + std::to_string(l) + "]", "must be > 0, got " + std::to_string(v[l]));
+  };
+  per_layer("layer_intermediate_size", layer_intermediate_size);
+  per_layer("layer_num_attention_heads", layer_num_attention_heads);
+  per_layer("layer_num_key_value_heads", layer_num_key_value_heads);
+  for (int l = 0; l < num_hidden_layers; ++l)
+    if (layer_heads(l) % layer_kv_heads(l) != 0)
+      config_fail(layer_num_key_value_heads.empty() ? std::string("num_key_value_heads") : "layer_num_key_value_heads[" + std::to_string(l) + "]",
+                  "must divide " + (layer_num_attention_heads.empty() ? std::string("num_attention_heads") : "layer " + std::to_string(l) + "'s query heads") +
+                      " (" + std::to_string(layer_heads(l)) + "), got " + std::to_string(layer_kv_heads(l)));
+  if (!(rope_theta > 0)) config_fail("rope_theta", "must be > 0");
+  if (!(rms_norm_eps > 0)) config_fail("rms_norm_eps", "must be > 0");
+  if (!(initializer_range > 0)) config_fail("initializer_range", "must be > 0");
+  if (!(z_loss >= 0)) config_fail("z_loss", "must be >= 0");
+  if (fuser.empty()) config_fail("fuser", "is empty (none, glu, gated_add, concat or a user fuser's name)");
+  parse_tap(*this);
+  if (feedback_source != "layer" && feedback_layer != -1)
+    config_fail("feedback_layer", "is set (" + std::to_string(feedback_layer) + ") but feedback_source is \"" + feedback_source + "\", not \"layer\"");
+  parse_input_norm(*this);
+  parse_doc_attention(*this);
+  parse_glu_init(*this);
+}
 
 }  // namespace fbt

@@ -1,15 +1,14 @@
-// fbt/model/parallel_step.hpp: a K-pass step split across threads by batch rows.
+// fbt/model/parallel_step.hpp: a K-pass step split across CPU threads by batch rows.
 //
 // Rows of a batch are independent in every pass (shift_right, attention and the documents all stay
 // inside a row), so each thread runs the whole multipass_step on its share of rows, into its own
-// Workspace and (for threads > 0) its own replica of the parameters, and the gradients are summed at
-// the end. Each share's loss gradient is scaled by its share of the targets, so the result is the
-// gradient of the whole batch's mean loss; the jitter is drawn per row from per-pass seeds (see
-// multipass_step), so the noise is the same as one thread would draw. Results equal the one-thread step
-// up to the order of floating-point sums.
+// Workspace and, for threads > 0, its own gradient buffer (the weights are read in place by all), and
+// the gradients are summed at the end. Each share's loss gradient is scaled by its share of the
+// targets, so the result is the gradient of the whole batch's mean loss; the jitter is drawn per row
+// from per-pass seeds (see multipass_step), so the noise is the same as one thread would draw. Results
+// equal the one-thread step up to the order of floating-point sums.
 #pragma once
 
-#include <cstring>
 #include <memory>
 
 #include "../core/parallel.hpp"
@@ -17,12 +16,14 @@
 
 namespace fbt {
 
-template <class T> class ParallelStepper {
+template <class M> class ParallelStepper {
  public:
-  ParallelStepper(Model<T>& m, int threads) : m_(m), pool_(std::max(1, threads)) {
+  using T = typename M::Scalar;
+  ParallelStepper(M& m, int threads) : m_(m), pool_(std::max(1, threads)) {
     FBT_ASSERT(threads >= 1, "ParallelStepper: threads must be >= 1, got " + std::to_string(threads));
     ws_.resize(threads), st_.resize(threads), opt_.resize(threads), batch_.resize(threads), prefix_.resize(threads), rng_.resize(threads);
-    for (int i = 1; i < threads; ++i) rep_.push_back(std::make_unique<Model<T>>(m));
+    grads_.resize(threads);
+    for (int i = 1; i < threads; ++i) grads_[i].assign(m.params.size(), T(0));
   }
   int threads() const { return pool_.threads(); }
 
@@ -53,21 +54,18 @@ template <class T> class ParallelStepper {
       if (o.rng) rng_[i] = *o.rng, opt_[i].rng = &rng_[i];
       r0 += rows;
     }
-    for (int i = 1; i < nt; ++i) {  // replicas read the current weights and start from zero gradients
-      ParamStore<T>& ps = rep_[i - 1]->params;
-      std::memcpy(ps.values(), m_.params.values(), m_.params.size() * sizeof(T));
-      if (o.backward) ps.zero_grad();
-    }
-    nt_ = nt;
+    if (o.backward)  // the other threads start from zero gradients
+      for (int i = 1; i < nt; ++i) std::fill(grads_[i].begin(), grads_[i].end(), T(0));
     pool_.run(nt, &ParallelStepper::work, this);
     if (o.rng) *o.rng = rng_[0];  // every share consumed the same draws
-    // gradients: master += replicas
+    // gradients: master += the other threads'
+    const auto P = Eigen::Index(m_.params.size());
     if (o.backward)
-      for (int i = 1; i < nt; ++i) vec(m_.params.grads(), Eigen::Index(m_.params.size())) += cvec(rep_[i - 1]->params.grads(), Eigen::Index(m_.params.size()));
+      for (int i = 1; i < nt; ++i) vec(m_.params.grads(), P) += cvec(grads_[i].data(), P);
     // statistics: each pass's mean loss over all targets; diagnostics averaged over shares by rows
     const int K = o.K;
-    st.loss.assign(K, 0.0), st.weight = st_[0].weight, st.objective = 0, st.targets = 0;
-    st.state_rms.assign(K, 0.0), st.gate_mean.assign(K, 0.0), st.gate_std.assign(K, 0.0), st.feedback_ratio.assign(K, 0.0);
+    st.reset(K);
+    st.weight = st_[0].weight;
     for (int i = 0; i < nt; ++i) {
       const double wt = total > 0 ? double(st_[i].targets) / double(total) : 0.0, wr = double(batch_[i].B) / b.B;
       for (int j = 0; j < K; ++j) {
@@ -83,19 +81,20 @@ template <class T> class ParallelStepper {
  private:
   static void work(void* self, int i) {
     auto* s = static_cast<ParallelStepper*>(self);
-    Model<T>& m = i == 0 ? s->m_ : *s->rep_[i - 1];
-    multipass_step(m, s->ws_[i], s->batch_[i], s->opt_[i], s->st_[i]);
+    CpuBackend<T> be;
+    Weights<T> w = s->m_.weights();
+    if (i > 0) w.grad = s->grads_[i].data();
+    multipass_step(be, s->m_, w, s->ws_[i], s->batch_[i], s->opt_[i], s->st_[i]);
   }
 
-  Model<T>& m_;
-  std::vector<std::unique_ptr<Model<T>>> rep_;
-  std::vector<Workspace<T>> ws_;
+  M& m_;
+  std::vector<AlignedVector<T>> grads_;  // per thread > 0: its gradients
+  std::vector<Workspace<M>> ws_;
   std::vector<StepStats> st_;
   std::vector<StepOptions> opt_;
   std::vector<Batch> batch_;
   std::vector<std::vector<int>> prefix_;
   std::vector<Rng> rng_;
-  int nt_ = 1;
   WorkerPool pool_;
 };
 

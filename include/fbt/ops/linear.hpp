@@ -30,7 +30,10 @@ template <class T> void linear_forward_acc(RowMapS<T> out, CRowMapS<T> inp, CRow
   gemm(out, inp, false, w, true, true);
 }
 
-/// \brief dinp += dout W; dw += dout^T inp. Pass a null-data dinp or dw to skip that gradient.
+/// An empty (null) strided view: passed where a kernel should skip a gradient.
+template <class T> inline RowMapS<T> no_grad(Eigen::Index r, Eigen::Index c) { return RowMapS<T>(nullptr, r, c, Eigen::OuterStride<>(c)); }
+
+/// \brief dinp += dout W; dw += dout^T inp. Pass a null-data dinp or dw (no_grad) to skip that gradient.
 template <class T>
 void linear_backward(RowMapS<T> dinp, RowMapS<T> dw, CRowMapS<T> dout, CRowMapS<T> inp, CRowMapS<T> w) {
   FBT_ASSERT(dout.cols() == w.rows() && inp.cols() == w.cols() && dout.rows() == inp.rows(), "linear_backward: shape mismatch");

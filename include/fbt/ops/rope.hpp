@@ -13,33 +13,51 @@
 
 namespace fbt {
 
+/// A read-only view of cos/sin tables (max_pos, half): what the kernels read (host or device memory).
+template <class T> struct RopeView {
+  const T* cos = nullptr;  // (max_pos, half)
+  const T* sin = nullptr;  // (max_pos, half)
+  int max_pos = 0, half = 0;
+};
+
+/// \brief Fills cos (max_pos, hs/2) then sin (max_pos, hs/2) at dst (2 * max_pos * hs/2 elements),
+/// computed in double then rounded to T.
+template <class T> void rope_fill(T* dst, int max_pos, int hs, double theta) {
+  FBT_ASSERT(hs % 2 == 0, "RoPE needs an even head_dim, got " + std::to_string(hs));
+  const int half = hs / 2;
+  T* c = dst;
+  T* s = dst + std::size_t(max_pos) * half;
+  for (int p = 0; p < max_pos; ++p)
+    for (int i = 0; i < half; ++i) {
+      const double f = std::pow(theta, -2.0 * i / hs), a = p * f;
+      c[std::size_t(p) * half + i] = T(std::cos(a));
+      s[std::size_t(p) * half + i] = T(std::sin(a));
+    }
+}
+
 /// Precomputed cos/sin tables (max_pos, hs/2), computed in double then rounded to T.
 template <class T> struct RopeTable {
   int max_pos = 0, half = 0;
   std::vector<T> cos_, sin_;  // (max_pos, half)
   RopeTable() = default;
   RopeTable(int max_pos_, int hs, double theta) : max_pos(max_pos_), half(hs / 2) {
-    FBT_ASSERT(hs % 2 == 0, "RoPE needs an even head_dim, got " + std::to_string(hs));
-    cos_.resize(std::size_t(max_pos) * half);
-    sin_.resize(std::size_t(max_pos) * half);
-    for (int p = 0; p < max_pos; ++p)
-      for (int i = 0; i < half; ++i) {
-        const double f = std::pow(theta, -2.0 * i / hs), a = p * f;
-        cos_[std::size_t(p) * half + i] = T(std::cos(a));
-        sin_[std::size_t(p) * half + i] = T(std::sin(a));
-      }
+    std::vector<T> both(std::size_t(2) * max_pos * half);
+    rope_fill(both.data(), max_pos, hs, theta);
+    cos_.assign(both.begin(), both.begin() + std::size_t(max_pos) * half);
+    sin_.assign(both.begin() + std::size_t(max_pos) * half, both.end());
   }
+  RopeView<T> view() const { return RopeView<T>{cos_.data(), sin_.data(), max_pos, half}; }
 };
 
 /// \brief out = R(pos) inp for every head.  out, inp (N, NH*hs); pos (N). out may alias inp exactly.
 template <class T>
-void rope_forward(RowMapS<T> out, CRowMapS<T> inp, const int* pos, const RopeTable<T>& tab, int NH) {
+void rope_forward(RowMapS<T> out, CRowMapS<T> inp, const int* pos, const RopeView<T>& tab, int NH) {
   const int half = tab.half, hs = 2 * half;
   FBT_ASSERT(inp.cols() == Eigen::Index(NH) * hs && out.rows() == inp.rows() && out.cols() == inp.cols(), "rope_forward: shape mismatch");
   using A = Eigen::Array<T, Eigen::Dynamic, 1>;
   for (Eigen::Index n = 0; n < inp.rows(); ++n) {
     FBT_ASSERT(pos[n] >= 0 && pos[n] < tab.max_pos, "rope_forward: position " + std::to_string(pos[n]) + " outside the table");
-    const Eigen::Map<const A> c(tab.cos_.data() + std::size_t(pos[n]) * half, half), s(tab.sin_.data() + std::size_t(pos[n]) * half, half);
+    const Eigen::Map<const A> c(tab.cos + std::size_t(pos[n]) * half, half), s(tab.sin + std::size_t(pos[n]) * half, half);
     for (int h = 0; h < NH; ++h) {
       const T* x = inp.data() + n * inp.outerStride() + h * hs;
       T* y = out.data() + n * out.outerStride() + h * hs;
@@ -58,13 +76,13 @@ void rope_forward(RowMapS<T> out, CRowMapS<T> inp, const int* pos, const RopeTab
 
 /// \brief dinp += R(pos)^T dout.  dinp, dout (N, NH*hs).
 template <class T>
-void rope_backward(RowMapS<T> dinp, CRowMapS<T> dout, const int* pos, const RopeTable<T>& tab, int NH) {
+void rope_backward(RowMapS<T> dinp, CRowMapS<T> dout, const int* pos, const RopeView<T>& tab, int NH) {
   const int half = tab.half, hs = 2 * half;
   FBT_ASSERT(dout.cols() == Eigen::Index(NH) * hs && dinp.rows() == dout.rows() && dinp.cols() == dout.cols(), "rope_backward: shape mismatch");
   using A = Eigen::Array<T, Eigen::Dynamic, 1>;
   for (Eigen::Index n = 0; n < dout.rows(); ++n) {
     FBT_ASSERT(pos[n] >= 0 && pos[n] < tab.max_pos, "rope_backward: position " + std::to_string(pos[n]) + " outside the table");
-    const Eigen::Map<const A> c(tab.cos_.data() + std::size_t(pos[n]) * half, half), s(tab.sin_.data() + std::size_t(pos[n]) * half, half);
+    const Eigen::Map<const A> c(tab.cos + std::size_t(pos[n]) * half, half), s(tab.sin + std::size_t(pos[n]) * half, half);
     for (int h = 0; h < NH; ++h) {
       const T* dy = dout.data() + n * dout.outerStride() + h * hs;
       T* dx = dinp.data() + n * dinp.outerStride() + h * hs;

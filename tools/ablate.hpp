@@ -1,4 +1,4 @@
-// fbt/run/ablate.hpp: a grid of training runs (issue 6): feedback depth, schedule, fuser, detach /
+// tools/ablate.hpp: `fbt ablate`, a grid of training runs (issue 6), a program built on the library's trainer: feedback depth, schedule, fuser, detach /
 // grad_passes, prefix mixing, noise ... over a text file or a built-in task, each run with a fixed token
 // budget and a seed from a fixed list.
 //
@@ -32,8 +32,8 @@
 
 #include <unistd.h>
 
-#include "task_eval.hpp"
-#include "trainer.hpp"
+#include "fbt/train/task_eval.hpp"
+#include "fbt/train/trainer.hpp"
 
 namespace fbt {
 
@@ -202,6 +202,7 @@ inline std::vector<AblationRun> expand_grid(const AblationGrid& g) {
       r.name = name;
       try {
         validate(r.cfg);
+        with_model<float>(r.cfg.model, [](auto) {});  // a fuser this program has (the built-in ones)
       } catch (const Error& e) {
         throw Error("ablate run " + name + ": " + e.what());
       }
@@ -309,53 +310,57 @@ inline nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run
   nlohmann::json res{{"name", run.name}, {"config", to_json(run.cfg)}, {"steps", run.cfg.steps}};
   res["overrides"] = nlohmann::json::array();
   for (const auto& kv : run.overrides) res["overrides"].push_back({kv.first, kv.second});
-  std::unique_ptr<Trainer<float>> t;
-  try {
-    if (fs::exists(ck + "/train_state.safetensors") || fs::exists(ck + ".old")) {
-      t = Trainer<float>::resume(fs::exists(ck) ? ck : ck + ".old", [&](TrainConfig& c) { c.out_dir = dir, c.progress = false; });
-      if (to_json(t->cfg) != to_json(run.cfg))
-        throw Error("ablate: the checkpoint in '" + dir + "' was made with another config; remove that directory to rerun it");
-    } else {
-      fs::remove_all(dir);
-      t = std::make_unique<Trainer<float>>(run.cfg);
-    }
-    t->progress_counter = progress;
-    if (progress) progress->store(t->step);
-    if (t->step < t->cfg.steps) t->run(nullptr);
-    const EvalReport e = t->evaluate();  // the final evaluation (the trainer logged it too; this copy goes to result.json)
-    nlohmann::json ej{{"val_loss", e.val_loss}};
-    if (!std::isnan(e.seq_loss_standard)) ej["seq_loss_standard"] = e.seq_loss_standard;
-    if (!std::isnan(e.seq_loss_soft)) ej["seq_loss_soft"] = e.seq_loss_soft;
-    if (!e.contraction.loss.empty()) ej["contraction"] = {{"loss", e.contraction.loss}, {"delta", e.contraction.delta}};
-    res["eval"] = ej;
-    Decoder<float>& dec = t->decoder();
-    const bool fb = t->model.feedback();
-    if (run.cfg.data.rfind("task:", 0) == 0 && g.task_examples > 0) {
-      const TrainConfig& c = run.cfg;
-      TaskConfig task{c.data.substr(5), c.task_difficulty, c.p_full, c.p_compressed, c.p_answer};
-      std::vector<std::string> modes{"standard"};
-      if (fb) modes.insert(modes.end(), {"soft", "fused(1)", "fused(2)"});
-      for (int m : g.task_lengths) {  // key "mode@mx": accuracy and median trace at m times the training length
-        const auto ex = eval_examples(task, g.task_examples, 20261202, m);
-        const int max_bytes = max_solution_bytes(task, m) + 8;
-        for (const auto& md : modes) {
-          const TaskEvalResult r = evaluate_task(dec, task, ex, DecodeModeSpec::parse(md), max_bytes);
-          res["tasks"][md + "@" + std::to_string(m) + "x"] = {
-              {"mode", md}, {"length_mult", m}, {"accuracy", r.accuracy}, {"median_trace", r.median_trace}, {"completed", r.completed}, {"examples", r.examples}};
+  // the run's model type, chosen once from its config
+  with_model<float>(run.cfg.model, [&](auto tag) {
+    using M = typename decltype(tag)::type;
+    std::unique_ptr<Trainer<M>> t;
+    try {
+      if (fs::exists(ck + "/train_state.safetensors") || fs::exists(ck + ".old")) {
+        t = Trainer<M>::resume(fs::exists(ck) ? ck : ck + ".old", [&](TrainConfig& c) { c.out_dir = dir, c.progress = false; });
+        if (to_json(t->cfg) != to_json(run.cfg))
+          throw Error("ablate: the checkpoint in '" + dir + "' was made with another config; remove that directory to rerun it");
+      } else {
+        fs::remove_all(dir);
+        t = std::make_unique<Trainer<M>>(run.cfg);
+      }
+      t->progress_counter = progress;
+      if (progress) progress->store(t->step);
+      if (t->step < t->cfg.steps) t->run(nullptr);
+      const EvalReport e = t->evaluate();  // the final evaluation (the trainer logged it too; this copy goes to result.json)
+      nlohmann::json ej{{"val_loss", e.val_loss}};
+      if (!std::isnan(e.seq_loss_standard)) ej["seq_loss_standard"] = e.seq_loss_standard;
+      if (!std::isnan(e.seq_loss_soft)) ej["seq_loss_soft"] = e.seq_loss_soft;
+      if (!e.contraction.loss.empty()) ej["contraction"] = {{"loss", e.contraction.loss}, {"delta", e.contraction.delta}};
+      res["eval"] = ej;
+      auto& dec = t->decoder();
+      const bool fb = M::has_feedback;
+      if (run.cfg.data.rfind("task:", 0) == 0 && g.task_examples > 0) {
+        const TrainConfig& c = run.cfg;
+        TaskConfig task{c.data.substr(5), c.task_difficulty, c.p_full, c.p_compressed, c.p_answer};
+        std::vector<std::string> modes{"standard"};
+        if (fb) modes.insert(modes.end(), {"soft", "fused(1)", "fused(2)"});
+        for (int m : g.task_lengths) {  // key "mode@mx": accuracy and median trace at m times the training length
+          const auto ex = eval_examples(task, g.task_examples, 20261202, m);
+          const int max_bytes = max_solution_bytes(task, m) + 8;
+          for (const auto& md : modes) {
+            const TaskEvalResult r = evaluate_task(dec, task, ex, DecodeModeSpec::parse(md), max_bytes);
+            res["tasks"][md + "@" + std::to_string(m) + "x"] = {
+                {"mode", md}, {"length_mult", m}, {"accuracy", r.accuracy}, {"median_trace", r.median_trace}, {"completed", r.completed}, {"examples", r.examples}};
+          }
         }
       }
+      if (g.decode_timing) {
+        res["decode_ms_per_token"]["standard"] = decode_ms_per_token(dec, DecodeModeSpec{}, 32, 96);
+        if (fb) res["decode_ms_per_token"]["soft"] = decode_ms_per_token(dec, DecodeModeSpec::parse("soft"), 32, 96);
+      }
+      res["status"] = "done";
+      res["tokens"] = t->tokens, res["compute_tokens"] = t->compute_tokens;
+    } catch (const std::exception& e) {
+      res["status"] = "failed";
+      res["error"] = e.what();
+      if (t) res["tokens"] = t->tokens, res["compute_tokens"] = t->compute_tokens;
     }
-    if (g.decode_timing) {
-      res["decode_ms_per_token"]["standard"] = decode_ms_per_token(dec, DecodeModeSpec{}, 32, 96);
-      if (fb) res["decode_ms_per_token"]["soft"] = decode_ms_per_token(dec, DecodeModeSpec::parse("soft"), 32, 96);
-    }
-    res["status"] = "done";
-    res["tokens"] = t->tokens, res["compute_tokens"] = t->compute_tokens;
-  } catch (const std::exception& e) {
-    res["status"] = "failed";
-    res["error"] = e.what();
-    if (t) res["tokens"] = t->tokens, res["compute_tokens"] = t->compute_tokens;
-  }
+  });
   res["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fs::create_directories(dir);
   detail::write_text_atomic(dir + "/result.json", res.dump(2) + "\n");

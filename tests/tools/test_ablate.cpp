@@ -1,4 +1,4 @@
-// The ablation runner (issue 6, run/ablate.hpp): grid expansion and token budgets, refusals that name
+// The ablation runner of `fbt ablate` (issue 6, tools/ablate.hpp): grid expansion and token budgets, refusals that name
 // the run and field, a whole grid on disk (results, summary.csv), skipping finished runs, resuming an
 // interrupted run to the same result as an uninterrupted one, and a failed run recorded without
 // stopping the grid.
@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "fbt/run/ablate.hpp"
+#include "tools/ablate.hpp"
 #include "../common/io_test.hpp"
 
 using namespace fbt;
@@ -165,7 +165,7 @@ TEST_F(AblateFiles, AnInterruptedRunResumesToTheSameResultAsAnUninterruptedOne) 
   h.out_dir = path("killed");
   const AblationRun run = expand_grid(h)[0];
   {
-    Trainer<float> t(run.cfg);
+    Trainer<Model<float>> t(run.cfg);
     for (int i = 0; i < 4; ++i) t.train_step();
     t.save_checkpoint(run.cfg.out_dir + "/checkpoint");
   }

@@ -1,4 +1,4 @@
-// fbt/run/task_eval.hpp: what a decoding mode does on the built-in tasks (spec section 7): accuracy and
+// fbt/train/task_eval.hpp: what a decoding mode does on the built-in tasks (spec section 7): accuracy and
 // median trace length of greedy solutions, and decode latency per token.
 //
 // Each example's prompt (kSep + question) is prefilled in the mode; then all examples decode together,
@@ -24,17 +24,19 @@ struct TaskEvalResult {
 };
 
 /// \brief Greedy solutions of `examples` in `mode`; max_bytes bounds each solution.
-template <class T>
-TaskEvalResult evaluate_task(Decoder<T>& dec, const TaskConfig& task, const std::vector<Example>& examples, DecodeModeSpec mode, int max_bytes) {
+template <class M, class Be>
+TaskEvalResult evaluate_task(Decoder<M, Be>& dec, const TaskConfig& task, const std::vector<Example>& examples, DecodeModeSpec mode, int max_bytes) {
+  using T = typename M::Scalar;
+  using Seq = typename Decoder<M, Be>::Seq;
   const int n = int(examples.size()), V = dec.model().V;
-  std::vector<Sequence<T>> seqs;
+  std::vector<Seq> seqs;
   seqs.reserve(n);
   std::vector<std::string> out(n);
   std::vector<T> logits(std::size_t(std::max(n, 1)) * V);
   std::vector<int> next(n);
   for (int i = 0; i < n; ++i) {
     const std::vector<int> p = ByteTokenizer::encode_document(examples[i].prompt);
-    const int cap = std::min<int>(dec.model().cfg.max_position_embeddings, int(p.size()) + max_bytes + 1);
+    const int cap = std::min<int>(dec.model().opts.max_position_embeddings, int(p.size()) + max_bytes + 1);
     FBT_ASSERT(int(p.size()) < cap, "task prompt of " + std::to_string(p.size()) + " bytes does not fit max_position_embeddings");
     seqs.push_back(dec.new_sequence(cap, mode));
     dec.prefill(seqs[i], p.data(), int(p.size()), logits.data());
@@ -42,7 +44,7 @@ TaskEvalResult evaluate_task(Decoder<T>& dec, const TaskConfig& task, const std:
   }
   std::vector<int> active(n);
   for (int i = 0; i < n; ++i) active[i] = i;
-  std::vector<Sequence<T>*> batch;
+  std::vector<Seq*> batch;
   std::vector<int> toks;
   while (!active.empty()) {
     std::vector<int> still;
@@ -76,16 +78,17 @@ TaskEvalResult evaluate_task(Decoder<T>& dec, const TaskConfig& task, const std:
 
 /// \brief Median milliseconds per decoded token of one sequence (prefill `prompt_len` tokens, then
 /// `tokens` steps), over `repeats` runs.
-template <class T> double decode_ms_per_token(Decoder<T>& dec, DecodeModeSpec mode, int prompt_len, int tokens, int repeats = 5) {
+template <class M, class Be> double decode_ms_per_token(Decoder<M, Be>& dec, DecodeModeSpec mode, int prompt_len, int tokens, int repeats = 5) {
+  using T = typename M::Scalar;
   const int V = dec.model().V;
   std::vector<int> prompt(prompt_len);
   for (int i = 0; i < prompt_len; ++i) prompt[i] = 32 + (i * 7) % 90;
   std::vector<T> logits(V);
   std::vector<double> ms;
   for (int r = 0; r < repeats; ++r) {
-    Sequence<T> s = dec.new_sequence(prompt_len + tokens, mode);
+    auto s = dec.new_sequence(prompt_len + tokens, mode);
     dec.prefill(s, prompt.data(), prompt_len, logits.data());
-    Sequence<T>* sp = &s;
+    auto* sp = &s;
     int tok = argmax_token(logits.data(), V);
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < tokens; ++i) {

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "fbt/run/trainer.hpp"
+#include "fbt/train/trainer.hpp"
 
 using namespace fbt;
 
@@ -36,15 +36,15 @@ bool same_bits(const ParamStore<float>& a, const ParamStore<float>& b) {
 
 TEST(Trainer, ResumeContinuesBitIdentically) {
   const std::string dir = temp_dir("resume");
-  Trainer<float> straight(tiny(dir + "/a"));
+  Trainer<Model<float>> straight(tiny(dir + "/a"));
   int fed_back = 0;
   for (int i = 0; i < 8; ++i) fed_back += straight.train_step().K > 1;
   EXPECT_GT(fed_back, 0) << "the run must exercise the fed-back passes";
 
-  Trainer<float> first(tiny(dir + "/b"));
+  Trainer<Model<float>> first(tiny(dir + "/b"));
   for (int i = 0; i < 4; ++i) first.train_step();
   first.save_checkpoint(dir + "/b/checkpoint");
-  auto resumed = Trainer<float>::resume(dir + "/b/checkpoint");
+  auto resumed = Trainer<Model<float>>::resume(dir + "/b/checkpoint");
   EXPECT_EQ(resumed->step, 4);
   for (int i = 0; i < 4; ++i) resumed->train_step();
   EXPECT_TRUE(same_bits(straight.model.params, resumed->model.params)) << "N steps vs N/2 + save + resume + N/2";
@@ -61,7 +61,7 @@ TEST(Trainer, TwoThreadsTrainLikeOneAndResumeExactly) {
   const std::string dir = temp_dir("threads");
   TrainConfig c1 = tiny(dir + "/one"), c2 = tiny(dir + "/two");
   c2.threads = 2;
-  Trainer<float> one(c1), two(c2);
+  Trainer<Model<float>> one(c1), two(c2);
   for (int i = 0; i < 6; ++i) {
     const auto a = one.train_step(), b = two.train_step();
     ASSERT_EQ(a.K, b.K);
@@ -70,10 +70,10 @@ TEST(Trainer, TwoThreadsTrainLikeOneAndResumeExactly) {
   double d = 0;
   for (std::size_t i = 0; i < one.model.params.size(); ++i) d = std::max(d, double(std::abs(one.model.params.values()[i] - two.model.params.values()[i])));
   EXPECT_LT(d, 2e-4);
-  Trainer<float> half(c2);
+  Trainer<Model<float>> half(c2);
   for (int i = 0; i < 3; ++i) half.train_step();
   half.save_checkpoint(dir + "/ck");
-  auto res = Trainer<float>::resume(dir + "/ck");
+  auto res = Trainer<Model<float>>::resume(dir + "/ck");
   for (int i = 0; i < 3; ++i) res->train_step();
   EXPECT_TRUE(same_bits(two.model.params, res->model.params));
   std::filesystem::remove_all(dir);
@@ -81,25 +81,25 @@ TEST(Trainer, TwoThreadsTrainLikeOneAndResumeExactly) {
 
 TEST(Trainer, CheckpointFilesFromDifferentStepsAreRefused) {
   const std::string dir = temp_dir("mismatch");
-  Trainer<float> t(tiny(dir));
+  Trainer<Model<float>> t(tiny(dir));
   t.train_step();
   t.save_checkpoint(dir + "/c1");
   t.train_step();
   t.save_checkpoint(dir + "/c2");
   std::filesystem::copy_file(dir + "/c1/model.safetensors", dir + "/c2/model.safetensors", std::filesystem::copy_options::overwrite_existing);
   try {
-    Trainer<float>::resume(dir + "/c2");
+    Trainer<Model<float>>::resume(dir + "/c2");
     FAIL() << "mixed checkpoint accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("different steps"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(Trainer<float>::resume(dir + "/nowhere"), Error);
+  EXPECT_THROW(Trainer<Model<float>>::resume(dir + "/nowhere"), Error);
   std::filesystem::remove_all(dir);
 }
 
 TEST(Trainer, NonFiniteLossStopsNamingStepAndPass) {
   const std::string dir = temp_dir("nan");
-  Trainer<float> t(tiny(dir));
+  Trainer<Model<float>> t(tiny(dir));
   t.train_step(), t.train_step();
   t.model.params.value("model.embed_tokens.weight")[48 * 32] = std::numeric_limits<float>::quiet_NaN();  // the row of '0'
   try {
@@ -115,12 +115,16 @@ TEST(Trainer, NonFiniteLossStopsNamingStepAndPass) {
 
 TEST(Trainer, SequentialLossWithoutFeedbackEqualsParallelPassOne) {
   // float: agreement within 1e-5 relative (different summation orders of the same model)
-  for (const std::string fuser : {"none", "glu"}) {
+  for (const std::string fuser : {"none", "glu"}) with_model<float>([&] {
+    TrainConfig c = tiny(temp_dir("seq"));
+    c.model.fuser = fuser;
+    return c.model;
+  }(), [&](auto tag) {
     TrainConfig c = tiny(temp_dir("seq"));
     c.model.fuser = fuser;
     if (fuser == "none") c.schedule.feedback_start = 1.0;
     c.eval_windows = 2, c.seq_eval_windows = 2;
-    Trainer<float> t(c);
+    Trainer<typename decltype(tag)::type> t(c);
     for (int i = 0; i < 3; ++i) t.train_step();
     const EvalReport e = t.evaluate();
     EXPECT_NEAR(e.seq_loss_standard, e.val_loss[0], 1e-5 * e.val_loss[0]) << fuser;
@@ -133,14 +137,14 @@ TEST(Trainer, SequentialLossWithoutFeedbackEqualsParallelPassOne) {
       EXPECT_GT(e.contraction.delta[1], 0.0);
       EXPECT_NEAR(e.contraction.loss[0], e.val_loss[0], 0.5) << "monitor batch is a subset of validation";
     }
-  }
+  });
 }
 
 TEST(Trainer, RunWritesLogsAndCheckpoint) {
   const std::string dir = temp_dir("run");
   TrainConfig c = tiny(dir);
   c.steps = 4, c.eval_every = 2;
-  Trainer<float> t(c);
+  Trainer<Model<float>> t(c);
   t.run(nullptr);
   std::ifstream log(dir + "/train.jsonl"), elog(dir + "/eval.jsonl");
   std::string line;
@@ -161,7 +165,7 @@ TEST(Trainer, RunWritesLogsAndCheckpoint) {
   EXPECT_EQ(ne, 2);
   EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoint/model.safetensors"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoint/train_state.safetensors"));
-  const Model<float> m = load_model<float>(dir + "/checkpoint/model.safetensors");
+  const Model<float> m = load_model<Model<float>>(dir + "/checkpoint/model.safetensors");
   EXPECT_EQ(std::memcmp(m.params.values(), t.model.params.values(), m.params.size() * sizeof(float)), 0);
   std::filesystem::remove_all(dir);
 }
@@ -170,17 +174,21 @@ TEST(Trainer, BadDataAndConfigAreRefusedClearly) {
   TrainConfig c = tiny(temp_dir("bad"));
   c.data = "/nonexistent/corpus.txt";
   try {
-    Trainer<float> t(c);
+    Trainer<Model<float>> t(c);
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/corpus.txt"), std::string::npos) << e.what();
   }
   c = tiny(temp_dir("bad"));
   c.data = "task:sorting";
-  EXPECT_THROW(Trainer<float> t(c), Error);
+  EXPECT_THROW(Trainer<Model<float>> t(c), Error);
   c = tiny(temp_dir("bad"));
   c.model.fuser = "none";  // a baseline with the feedback schedule
-  EXPECT_THROW(Trainer<float> t(c), Error);
+  using BaselineTrainer = Trainer<Model<float, NoFuser<float>>>;
+  EXPECT_THROW(BaselineTrainer t(c), Error);
+  c = tiny(temp_dir("bad"));
+  c.model.fuser = "concat";  // a config for another model type
+  EXPECT_THROW(Trainer<Model<float>> t(c), Error);
   EXPECT_THROW(set_config_field(c, "hidden", "3"), Error);
   EXPECT_THROW(set_config_field(c, "hidden_size", "three"), Error);
   set_config_field(c, "pass_mix", "2:0.5,3:0.5");

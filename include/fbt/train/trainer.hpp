@@ -1,5 +1,6 @@
-// fbt/run/trainer.hpp: the training loop (issue 3): schedule, AdamW, clipping, LR schedule, gradient
-// accumulation, evaluation, JSONL logs, checkpoints and exact resume.
+// fbt/train/trainer.hpp: the training loop: schedule, AdamW, clipping, LR schedule, gradient
+// accumulation, evaluation, JSONL logs, checkpoints and exact resume, for any model type M (a built-in
+// fuser or a user's: fbt::with_model picks the type a config names).
 //
 // One optimizer step: the scheduler draws K, lambda and the prefixes (spec 3); grad_accum micro-batches
 // each run multipass_step with gradients scaled by 1/grad_accum; the global norm is clipped; AdamW
@@ -22,10 +23,10 @@
 #include "../data/tasks.hpp"
 #include "../io/checkpoint.hpp"
 #include "../model/parallel_step.hpp"
-#include "../train/adamw.hpp"
-#include "../train/clip.hpp"
-#include "../train/evaluate.hpp"
-#include "../train/lr_schedule.hpp"
+#include "adamw.hpp"
+#include "clip.hpp"
+#include "evaluate.hpp"
+#include "lr_schedule.hpp"
 #include "train_config.hpp"
 
 namespace fbt {
@@ -57,11 +58,30 @@ struct EvalReport {
   ContractionCurve contraction;      ///< L(k), delta_k
 };
 
-template <class T = float> class Trainer {
+/// \brief The training config a checkpoint directory's run was made with (its train_state's record):
+/// what a program reads to choose the model type (fbt::with_model) before resuming it.
+inline TrainConfig read_train_config(const std::string& dir) {
+  const std::string st_path = dir + "/train_state.safetensors";
+  if (!std::filesystem::exists(dir) && std::filesystem::exists(dir + ".old"))
+    throw Error("checkpoint '" + dir + "' is missing but '" + dir + ".old' exists: a save was interrupted; resume from '" + dir + ".old'");
+  const SafetensorsFile f = read_safetensors(st_path);
+  auto it = f.metadata.find("train_config");
+  if (it == f.metadata.end()) throw Error("training state '" + st_path + "': metadata field \"train_config\" is missing");
+  TrainConfig c;
+  try {
+    apply_json(c, nlohmann::json::parse(it->second), "training state '" + st_path + "' (train_config)");
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("training state '" + st_path + "': train_config is not valid JSON: " + e.what());
+  }
+  return c;
+}
+
+template <class M> class Trainer {
  public:
+  using T = typename M::Scalar;
   TrainConfig cfg;
   std::unique_ptr<DataSource> data;
-  Model<T> model;
+  M model;
   MultiPassScheduler sched;
   LrSchedule lr_sched;
   AdamWConfig adam;
@@ -80,14 +100,14 @@ template <class T = float> class Trainer {
       throw Error("data " + cfg.data + ": the validation split holds no window of " + std::to_string(cfg.seq_len + 1) +
                   " tokens (evaluation needs one; raise val_fraction or lower seq_len)");
     adam.beta1 = cfg.beta1, adam.beta2 = cfg.beta2, adam.eps = cfg.adam_eps, adam.weight_decay = cfg.weight_decay;
-    if (cfg.threads > 1) par_ = std::make_unique<ParallelStepper<T>>(model, cfg.threads);
+    if (cfg.threads > 1) par_ = std::make_unique<ParallelStepper<M>>(model, cfg.threads);
   }
   explicit Trainer(const TrainConfig& c) : Trainer(c, make_data_source(checked(c))) {}
 
   /// Bytes the largest step of this run will need (spec 3: the library says so before it runs).
   std::size_t step_bytes() const {
     StepOptions o;
-    o.K = cfg.model.feedback() ? cfg.schedule.K_max : 1, o.detach = cfg.schedule.detach, o.grad_passes = cfg.schedule.grad_passes;
+    o.K = M::has_feedback ? cfg.schedule.K_max : 1, o.detach = cfg.schedule.detach, o.grad_passes = cfg.schedule.grad_passes;
     // with threads, each share's workspace plus a replica of the parameters (4 buffers) per extra thread
     const int rows = (cfg.batch_size + cfg.threads - 1) / cfg.threads;
     return std::size_t(std::min(cfg.threads, cfg.batch_size)) * step_workspace_bytes(model, rows, cfg.seq_len, o) +
@@ -132,13 +152,13 @@ template <class T = float> class Trainer {
   EvalReport evaluate() {
     EvalReport e;
     e.step = step, e.tokens = tokens;
-    const int K = model.feedback() ? std::max(cfg.schedule.K_max, 1) : 1;
+    const int K = M::has_feedback ? std::max(cfg.schedule.K_max, 1) : 1;
     e.val_loss = evaluate_passes(model, eval_ws_, *data, cfg.seq_len, K, cfg.eval_windows);
     if (cfg.seq_eval_windows > 0) {
       e.seq_loss_standard = sequential_loss(dec_, *data, cfg.seq_len, cfg.seq_eval_windows, DecodeModeSpec{});
-      if (model.feedback()) e.seq_loss_soft = sequential_loss(dec_, *data, cfg.seq_len, cfg.seq_eval_windows, DecodeModeSpec::parse("soft"));
+      if (M::has_feedback) e.seq_loss_soft = sequential_loss(dec_, *data, cfg.seq_len, cfg.seq_eval_windows, DecodeModeSpec::parse("soft"));
     }
-    if (model.feedback() && cfg.monitor_passes > 0) {
+    if (M::has_feedback && cfg.monitor_passes > 0) {
       const int nb = std::min(4, data->num_eval_windows(cfg.seq_len));
       std::vector<int> tok, tgt, rt, rg;
       std::vector<std::uint8_t> ds, rd;
@@ -174,20 +194,13 @@ template <class T = float> class Trainer {
   /// `override` may change fields that do not alter the run's math (steps, eval/checkpoint cadence, out_dir, progress).
   static std::unique_ptr<Trainer> resume(const std::string& dir, const std::function<void(TrainConfig&)>& override = {}) {
     const std::string st_path = dir + "/train_state.safetensors", m_path = dir + "/model.safetensors";
-    if (!std::filesystem::exists(dir) && std::filesystem::exists(dir + ".old"))
-      throw Error("checkpoint '" + dir + "' is missing but '" + dir + ".old' exists: a save was interrupted; resume from '" + dir + ".old'");
+    TrainConfig c = read_train_config(dir);
     const SafetensorsFile f = read_safetensors(st_path);
     auto meta = [&](const char* k) -> std::string {
       auto it = f.metadata.find(k);
       if (it == f.metadata.end()) throw Error("training state '" + st_path + "': metadata field \"" + k + "\" is missing");
       return it->second;
     };
-    TrainConfig c;
-    try {
-      apply_json(c, nlohmann::json::parse(meta("train_config")), "training state '" + st_path + "' (train_config)");
-    } catch (const nlohmann::json::exception& e) {
-      throw Error("training state '" + st_path + "': train_config is not valid JSON: " + e.what());
-    }
     if (override) override(c);
     auto t = std::make_unique<Trainer>(c);
     load_model_into(m_path, t->model);
@@ -217,7 +230,7 @@ template <class T = float> class Trainer {
     if (out)
       std::fprintf(out, "fbt train: %zu parameters, fuser %s, data %s\n  step workspace %.1f MB (K_max %d%s), %ld steps of %d x %d x %d tokens, mean passes %.3f\n",
                    model.params.size(), cfg.model.fuser.c_str(), data->describe().c_str(), step_bytes() / 1e6,
-                   cfg.model.feedback() ? cfg.schedule.K_max : 1, cfg.schedule.detach ? ", detached" : "", cfg.steps, cfg.batch_size,
+                   M::has_feedback ? cfg.schedule.K_max : 1, cfg.schedule.detach ? ", detached" : "", cfg.steps, cfg.batch_size,
                    cfg.seq_len, cfg.grad_accum, sched.mean_passes());
     const auto t0 = std::chrono::steady_clock::now();
     const double tok0 = tokens;
@@ -261,7 +274,7 @@ template <class T = float> class Trainer {
                           compute_tokens / 1e6, compute_tokens / std::max(tokens, 1.0), cfg.out_dir.c_str());
   }
 
-  Decoder<T>& decoder() { return dec_; }
+  Decoder<M>& decoder() { return dec_; }
 
  private:
   static const TrainConfig& checked(const TrainConfig& c) {
@@ -277,9 +290,9 @@ template <class T = float> class Trainer {
     return b;
   }
 
-  Decoder<T> dec_;
-  std::unique_ptr<ParallelStepper<T>> par_;
-  Workspace<T> ws_, eval_ws_;
+  Decoder<M> dec_;
+  std::unique_ptr<ParallelStepper<M>> par_;
+  Workspace<M> ws_, eval_ws_;
   StepStats st_;
   PassPlan plan_;
   std::vector<int> tok_, tgt_;

@@ -1,4 +1,4 @@
-// fbt/run/train_config.hpp: everything a training run is configured by, with one table of fields.
+// fbt/train/train_config.hpp: everything a training run is configured by, with one table of fields.
 //
 // The table gives each field its name, help text and how to read it from a string, so the `fbt` command's
 // flags (--name value), its config file (a JSON object of the same names) and the checkpoint's record of
@@ -14,7 +14,7 @@
 #include "../data/tasks.hpp"
 #include "../io/config_json.hpp"
 #include "../io/json.hpp"
-#include "../train/schedule.hpp"
+#include "schedule.hpp"
 
 namespace fbt {
 
@@ -68,6 +68,23 @@ inline bool parse_bool(const std::string& f, const std::string& v) {
   if (v == "false" || v == "0" || v == "off") return false;
   throw Error("config field " + f + ": expected true or false, got \"" + v + "\"");
 }
+/// "256,128,256" -> {256, 128, 256}; "" -> {} (a field of per-layer sizes).
+inline std::vector<int> parse_int_list(const std::string& f, const std::string& v) {
+  std::vector<int> out;
+  if (v.empty()) return out;
+  std::size_t i = 0;
+  while (i <= v.size()) {
+    const std::size_t j = std::min(v.find(',', i), v.size());
+    out.push_back(int(parse_long(f, v.substr(i, j - i))));
+    i = j + 1;
+  }
+  return out;
+}
+inline std::string format_int_list(const std::vector<int>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
 /// The shortest decimal text that reads back as exactly x (15 digits when they suffice, else 17).
 inline std::string num(double x) {
   for (int prec : {15, 17}) {
@@ -100,6 +117,10 @@ inline const std::vector<ConfigField>& train_config_fields() {
       v.push_back({n, h, [=](TrainConfig& c, const std::string& s) { member(c) = parse_bool(n, s); },
                    [=](const TrainConfig& c) { return std::string(member(const_cast<TrainConfig&>(c)) ? "true" : "false"); }});
     };
+    auto L = [&v](const char* n, const char* h, auto member) {  // per-layer integer lists: "256,128,256" ("" = none)
+      v.push_back({n, h, [=](TrainConfig& c, const std::string& s) { member(c) = detail::parse_int_list(n, s); },
+                   [=](const TrainConfig& c) { return detail::format_int_list(member(const_cast<TrainConfig&>(c))); }});
+    };
     auto S = [&v](const char* n, const char* h, auto member) {
       v.push_back({n, h, [=](TrainConfig& c, const std::string& s) { member(c) = s; },
                    [=](const TrainConfig& c) { return std::string(member(const_cast<TrainConfig&>(c))); }});
@@ -130,8 +151,12 @@ inline const std::vector<ConfigField>& train_config_fields() {
     D("initializer_range", "std of the normal init", FBT_M(initializer_range));
     D("z_loss", "z-loss coefficient", FBT_M(z_loss));
     S("doc_attention", "masked (attention stays in a document) | causal", FBT_M(doc_attention));
+    L("layer_intermediate_size", "per-layer SwiGLU sizes, e.g. 256,128 (empty: intermediate_size everywhere)", FBT_M(layer_intermediate_size));
+    L("layer_num_attention_heads", "per-layer query heads (empty: num_attention_heads everywhere)", FBT_M(layer_num_attention_heads));
+    L("layer_num_key_value_heads", "per-layer key/value heads (empty: num_key_value_heads everywhere)", FBT_M(layer_num_key_value_heads));
     S("fuser", "none (baseline) | glu | gated_add | concat", FBT_M(fuser));
-    S("feedback_source", "post_final_norm | pre_final_norm", FBT_M(feedback_source));
+    S("feedback_source", "post_final_norm | pre_final_norm | layer (then feedback_layer)", FBT_M(feedback_source));
+    I("feedback_layer", "feedback_source layer: the block whose output is fed back (0-based; -1 otherwise)", FBT_M(feedback_layer));
     S("input_norm", "all | fused_only", FBT_M(input_norm));
     S("glu_init", "default | fan_in | identity_both", FBT_M(glu_init));
     D("gated_add_alpha", "alpha of the gated_add fuser", FBT_M(gated_add_alpha));
@@ -227,7 +252,12 @@ inline void apply_json(TrainConfig& c, const nlohmann::json& j, const std::strin
     else if (it->is_boolean()) v = it->get<bool>() ? "true" : "false";
     else if (it->is_number_integer()) v = std::to_string(it->get<long long>());
     else if (it->is_number()) v = detail::num(it->get<double>());
-    else throw Error(where + ": field " + it.key() + " must be a string, number or boolean");
+    else if (it->is_array()) {  // per-layer sizes: [256, 128] is "256,128"
+      for (const auto& x : *it) {
+        if (!x.is_number_integer()) throw Error(where + ": field " + it.key() + " must be an array of integers");
+        v += (v.empty() ? "" : ",") + std::to_string(x.get<long long>());
+      }
+    } else throw Error(where + ": field " + it.key() + " must be a string, number, boolean or array of integers");
     try {
       set_config_field(c, it.key(), v);
     } catch (const Error& e) {
