@@ -50,10 +50,7 @@ template <class T> struct AddFuser {
 
   /// Optional: what the trainer logs per fed-back pass: ||W s|| / ||e|| over the fed-back rows.
   template <class Be> fbt::FuserStats diagnostics(Be& be, const fbt::Weights<T>&, const Cache&, const fbt::FuserPass<T>& p) const {
-    fbt::FuserStats st;
-    const double den = be.masked_sumsq(p.e, p.mask, p.N, D);
-    if (den > 0) st.feedback_ratio = std::sqrt(be.masked_diff_sumsq(p.u, p.e, p.mask, p.N, D) / den);
-    return st;
+    return fbt::feedback_ratio(be, p, p.e, D);  // u - e = W s
   }
 };
 

@@ -68,7 +68,7 @@ inline nlohmann::json to_json(const ModelConfig& c) {
   j["model_type"] = "fbt";
   j["hidden_act"] = "silu";
   j["attention_bias"] = false;
-  if (c.fuser == "none" && c.qk_norm) j["architectures"] = nlohmann::json::array({"Qwen3ForCausalLM"});
+  if (!c.feedback() && c.qk_norm) j["architectures"] = nlohmann::json::array({"Qwen3ForCausalLM"});
   return j;
 }
 

@@ -28,6 +28,7 @@
 // to be built from, and recorded in, a ModelConfig. NoFuser (fuser "none") is the baseline: no feedback.
 #pragma once
 
+#include <cmath>
 #include <type_traits>
 #include <utility>
 
@@ -58,6 +59,15 @@ template <class T> struct FuserPass {
   int N = 0;
   long rows = 0;            ///< fed-back rows (> 0)
 };
+
+/// \brief The diagnostic of an additive fuser: ||u - base|| / ||e|| over the fed-back rows, how large the
+/// state's term is next to the token's (base (N, D): what u would be without the state, e.g. e).
+template <class Be, class T> FuserStats feedback_ratio(Be& be, const FuserPass<T>& p, const T* base, int D) {
+  FuserStats st;
+  const double den = be.masked_sumsq(p.e, p.mask, p.N, D);
+  if (den > 0) st.feedback_ratio = std::sqrt(be.masked_diff_sumsq(p.u, base, p.mask, p.N, D) / den);
+  return st;
+}
 
 /// The baseline's "fuser": the model has no feedback (fuser "none"), and K must be 1.
 template <class T> struct NoFuser {

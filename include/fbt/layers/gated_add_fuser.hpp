@@ -94,10 +94,7 @@ template <class T> struct GatedAddFuser {
 
   /// ||u - e|| / ||e|| over fed-back rows: how much the state moves the input.
   template <class Be> FuserStats diagnostics(Be& be, const Weights<T>&, const Cache&, const FuserPass<T>& p) const {
-    FuserStats st;
-    const double den = be.masked_sumsq(p.e, p.mask, p.N, D);
-    if (den > 0) st.feedback_ratio = std::sqrt(be.masked_diff_sumsq(p.u, p.e, p.mask, p.N, D) / den);
-    return st;
+    return feedback_ratio(be, p, p.e, D);
   }
 };
 
