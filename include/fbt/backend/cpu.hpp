@@ -226,8 +226,10 @@ template <class T> struct CpuBackend {
  private:
   static RowMapS<T> row(T* p, std::size_t n) { return smat(p, 1, Eigen::Index(n)); }
   static CRowMapS<T> crow(const T* p, std::size_t n) { return csmat(p, 1, Eigen::Index(n)); }
-  static std::vector<T>& decode_scores() {
-    thread_local std::vector<T> s;  // grows to the longest sequence seen, then never again
+  static AlignedVector<T>& decode_scores() {
+    // grows to the longest sequence seen, then never again; 64-byte aligned, as every fbt buffer, so the
+    // kernel's reductions take the same (vectorised) path whatever the allocator returns
+    thread_local AlignedVector<T> s;
     return s;
   }
 };

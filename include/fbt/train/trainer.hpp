@@ -108,10 +108,10 @@ template <class M> class Trainer {
   std::size_t step_bytes() const {
     StepOptions o;
     o.K = M::has_feedback ? cfg.schedule.K_max : 1, o.detach = cfg.schedule.detach, o.grad_passes = cfg.schedule.grad_passes;
-    // with threads, each share's workspace plus a replica of the parameters (4 buffers) per extra thread
+    // with threads, each share's workspace plus a gradient buffer per extra thread (model/parallel_step.hpp)
     const int rows = (cfg.batch_size + cfg.threads - 1) / cfg.threads;
     return std::size_t(std::min(cfg.threads, cfg.batch_size)) * step_workspace_bytes(model, rows, cfg.seq_len, o) +
-           std::size_t(std::min(cfg.threads, cfg.batch_size) - 1) * 4 * model.params.size() * sizeof(T);
+           std::size_t(std::min(cfg.threads, cfg.batch_size) - 1) * model.params.size() * sizeof(T);
   }
 
   /// \brief One optimizer step. Throws fbt::Error naming the step (and pass) on a non-finite loss or gradient.
