@@ -347,7 +347,7 @@ IGNORED = {
     "doc_attention": "matters only across document starts; the compared sequences are one document each "
                      "(generation restarts at every separator)",
     "fuser": "must be 'none' (checked)", "feedback_source": "feedback only", "input_norm": "feedback only",
-    "glu_init": "feedback only", "gated_add_alpha": "feedback only",
+    "glu_init": "feedback only", "gated_add_alpha": "feedback only", "feedback_layer": "feedback only",
     "qk_norm": "must be true: Qwen3 always has QK-norm (checked)",
     "hidden_act": "must be silu (checked)", "attention_bias": "must be false (checked)",
 }
