@@ -53,7 +53,7 @@ if [[ "$mode" == find_package ]]; then
   prefix="$work/prefix"
   step "configure fbt from $src"
   "$cmake_bin" -S "$src" -B "$work/fbt-build" "${common[@]}" -DCMAKE_INSTALL_PREFIX="$prefix" \
-    -DFBT_BUILD_TESTS=OFF -DFBT_BUILD_EXAMPLES=OFF -DFBT_BUILD_BENCHMARKS=OFF -DFBT_WITH_CUDA=OFF
+    -DFBT_BUILD_TESTS=OFF -DFBT_BUILD_EXAMPLES=OFF -DFBT_BUILD_BENCHMARKS=OFF -DFBT_BUILD_TOOLS=OFF -DFBT_WITH_CUDA=OFF
   step "install fbt into $prefix"
   "$cmake_bin" --build "$work/fbt-build"
   "$cmake_bin" --install "$work/fbt-build"
