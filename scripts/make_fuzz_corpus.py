@@ -6,7 +6,7 @@
 makes OUT_DIR/<harness>/ for each harness (default: all of them):
 
   safetensors   tiny fbt checkpoints (fuser none = a plain Qwen3 state dict, glu, gated_add, concat;
-                F32, and F64/BF16/F16 variants), a training state (the resume path), and malformed files
+                F32, and F64/BF16/F16 variants), training states (the resume path), malformed files
   config_json   model config.json files: fbt's own, a Hugging Face Qwen3 one, a heterogeneous stack,
                 and malformed ones
   train_config  training config files (fbt train --config): every field as a string (as a training
@@ -14,9 +14,14 @@ makes OUT_DIR/<harness>/ for each harness (default: all of them):
                 examples/configs/*.json, malformed ones
   npy           .npy v1.0 and v2.0 files of <f4 and <f8 (C and Fortran order, 0-d, empty), malformed ones
 
+Files named bad_* are malformed and must be refused. Files named hostile_* are inputs of the classes
+that crashed, hung, allocated without bound or did not survive a round trip when issue 11 was filed
+(deep nesting, a config that asks for 10^6 layers, a 4 GiB npy header, a seed of 2^64-1, ...), kept
+as regression seeds: every ctest fuzz.<name> run replays them first.
+
 Python 3 standard library only (struct, json): the files are written from the formats' specifications,
-nothing is downloaded (the example config files are read from this repository). Deterministic: the same files on every run. A seed is a starting point for the
-fuzzer, not a test expectation, so a seed that a later, stricter reader refuses only costs coverage.
+nothing is downloaded (the example config files are read from this repository). Deterministic: the
+same files on every run.
 """
 import json
 import os
@@ -234,6 +239,18 @@ def safetensors_seeds():
     c_big = dict(none, num_hidden_layers=3, vocab_size=20)  # the config disagrees with the tensors
     s["bad_config_mismatch"] = safetensors_bytes(
         [(n, "F32", sh, pack("F32", v)) for (n, sh), v in zip(specs, vals)], {"format": "pt", "config": json.dumps(c_big)})
+    # hostile files of issue 11's classes (regression seeds; each was a crash, hang or huge allocation):
+    # a header-only file whose config asks for 10^6 layers or a 2^31-1 vocabulary, and JSON nested
+    # deeper than the stack allows a recursive dump() (50000 levels, 100 KB)
+    for name, field, value in (("hostile_config_layers_1e6", "num_hidden_layers", 1000000),
+                               ("hostile_config_vocab_2e9", "vocab_size", 2147483647)):
+        c = dict(model_config("glu"), **{field: value})
+        h = json.dumps({"__metadata__": {"format": "pt", "config": json.dumps(c, sort_keys=True)}}, separators=(",", ":")).encode()
+        h += b" " * ((8 - len(h) % 8) % 8)
+        s[name] = struct.pack("<Q", len(h)) + h
+    h = b'{"__metadata__":{"a":' + b"[" * 50000 + b"]" * 50000 + b"}}"
+    h += b" " * ((8 - len(h) % 8) % 8)
+    s["hostile_deep_nesting"] = struct.pack("<Q", len(h)) + h
     return s
 
 
@@ -276,6 +293,8 @@ def config_json_seeds():
     s["bad_not_object"] = "[1, 2, 3]"
     s["bad_truncated"] = s["fbt_glu"][: len(s["fbt_glu"]) // 2]
     s["bad_rope_scaling"] = json.dumps(dict(qwen3_hf_config(), rope_scaling={"type": "yarn", "factor": 4.0}))
+    # hostile (issue 11): nesting deeper than a recursive dump() survives (50000 levels, 100 KB)
+    s["hostile_deep_nesting"] = '{"fuser": ' + "[" * 50000 + "]" * 50000 + "}"
     return {k: v.encode() for k, v in s.items()}
 
 
@@ -303,6 +322,10 @@ def train_config_seeds():
     s["bad_numbers"] = '{"hidden_size": 4294967312, "steps": 99999999999999999999, "rope_theta": 1e400, "pass_mix": "2:0.5junk"}'
     s["bad_nested"] = '{"out_dir": ' + "[" * 64 + "]" * 64 + "}"
     s["bad_not_object"] = '"steps"'
+    # hostile: values whose record (the text resume re-reads) is another value: a seed over LONG_MAX
+    # (strtol clamps it) and pass_mix probabilities (written with 6 significant digits)
+    s["hostile_seed_u64_max"] = '{"seed": 18446744073709551615}'
+    s["hostile_pass_mix_precision"] = '{"pass_mix": "2:0.123456789,3:0.876543211"}'
     seeds = {k: v.encode() for k, v in s.items()}
     # the example config files of the repository (fbt train --config examples/configs/...)
     cfg_dir = os.path.join(REPO, "examples", "configs")
@@ -347,8 +370,8 @@ def npy_seeds():
     s["bad_int32"] = npy_bytes("<i4", (2,), struct.pack("<2i", 1, 2))
     s["bad_truncated"] = npy_bytes("<f8", (4,), pack("F64", f(3)))
     s["bad_version3"] = b"\x93NUMPY\x03\x00" + s["v1_f8_5"][8:]
-    s["bad_huge_shape"] = npy_bytes("<f4", (0, 1 << 62, 1 << 62), b"")
-    s["bad_header_len"] = b"\x93NUMPY\x02\x00" + struct.pack("<I", 0xFFFFFFF0) + b"{"
+    s["hostile_huge_shape"] = npy_bytes("<f4", (0, 1 << 62, 1 << 62), b"")
+    s["hostile_header_len_4g"] = b"\x93NUMPY\x02\x00" + struct.pack("<I", 0xFFFFFFF0) + b"{"
     s["bad_shape_text"] = npy_bytes("<f4", (), b"", dict_text="{'descr': '<f4', 'fortran_order': False, 'shape': (2, x), }")
     return s
 

@@ -54,7 +54,9 @@ if [[ $rc -eq 0 && ! -e "${artifacts[0]}" ]]; then
 fi
 echo "fuzz: FINDING (libFuzzer exit $rc). The report:"
 # the sanitizer / libFuzzer / harness report, without the status lines before it
-awk '/^==[0-9]+==|==fbt-fuzz==|^ERROR: libFuzzer|^SUMMARY|^INFO: a leak|^ALARM|deadly signal|terminate called|what\(\)/{p=1} p' "$log" | head -n 80
+awk '/^==[0-9]+==|==fbt-fuzz==|^ERROR: libFuzzer|^SUMMARY|^INFO: a leak|^ALARM|deadly signal|terminate called|what\(\)/{p=1} p' "$log" | head -n 40
+echo "fuzz: in short:"
+grep -E '==fbt-fuzz== FINDING|runtime error:|^SUMMARY' "$log" | head -n 3 | cut -c1-400
 for a in "${artifacts[@]}"; do
   [[ -e "$a" ]] || continue
   echo "fuzz: reproducer $a ($(stat -c %s "$a") bytes); rerun: $harness $a"
