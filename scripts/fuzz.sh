@@ -96,6 +96,8 @@ report_line() {
   fi
   where=$(grep -m1 -E '^ +#[0-9]+ 0x[0-9a-f]+ in .* [^ ]*/include/fbt/[^ ]+$' "$log" |
           sed -E 's/^ +#[0-9]+ 0x[0-9a-f]+ in ([^(]*)\(.* [^ ]*\/include\/fbt\/([^ ]+)$/\1 (\2)/' || true)
+  # no fbt frame in the printed stack (a deep recursion): the innermost frame in a library fbt uses
+  [[ -z "$where" ]] && where=$(grep -m1 -oE ' /[^ ]*/include/(nlohmann|xtensor|xtl)/[^ ]+$' "$log" | sed -E 's#^ /[^ ]*/include/##' || true)
   what="${what:0:200}"
   echo "${what}${where:+ at ${where:0:160}}"
 }
@@ -153,11 +155,9 @@ for h in "${harnesses[@]}"; do
     fi
     i=$((i + 1))
   done
-  cut -f1 "$reports" | sort | uniq -c | sort -rn | while read -r count what; do
-    files=$(awk -F'\t' -v w="$what" '$1 == w {print $2}' "$reports" | head -n 3 | paste -sd, - | sed 's/,/, /g')
-    echo "  ${count} x ${what}"
-    echo "      e.g. ${files}"
-  done
+  awk -F'\t' '{ n[$1]++; if (n[$1] <= 3) ex[$1] = ex[$1] (n[$1] > 1 ? ", " : "") $2 }
+               END { for (w in n) printf "%d\t%s\t%s\n", n[w], w, ex[w] }' "$reports" | sort -t$'\t' -k1,1rn |
+    awk -F'\t' '{ printf "  %d x %s\n      e.g. %s\n", $1, $2, $3 }'
   echo "  rerun one: $bin $art/<file>"
 done
 
