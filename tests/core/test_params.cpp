@@ -1,10 +1,14 @@
 // The flat parameter store and the model's name table (spec sections 1, 2, 8, 9): Qwen3 checkpoint names,
 // (out, in) shapes, the seeded init (normal 0.02; o_proj and down_proj 0.02/sqrt(2L); norms 1; fuser inits),
-// the weight-decay mask (matrices only).
+// the weight-decay mask (matrices only). Gradients and AdamW moments are allocated, zeroed, on first use
+// (once, also under concurrent first use); a store in planning mode records a layout without
+// allocating it, and Model::plan gives exactly the layout the model builds.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include "fbt/model/model.hpp"
 
@@ -140,6 +144,107 @@ TEST(ModelParams, InitFollowsTheSpec) {
   Model<double, GatedAddFuser<double>> ga(c, 3);
   const auto& ws = ga.params.spec("model.feedback.w_s.weight");
   for (std::size_t i = 0; i < ws.size; ++i) ASSERT_EQ(ga.params.values()[ws.offset + i], 0.0);
+}
+
+TEST(ParamStore, GradientsAndMomentsAreAllocatedOnFirstUse) {
+  ParamStore<double> ps;
+  ps.add("w", {4, 3}, Init::Normal, 1.0);
+  ps.add("g", {3}, Init::Ones);
+  ps.finalize();
+  ps.init(1);
+  EXPECT_FALSE(ps.has_grads());
+  EXPECT_FALSE(ps.has_moments());
+  EXPECT_EQ(ps.allocated_bytes(), 15 * sizeof(double)) << "values only";
+  const ParamStore<double>& cps = ps;
+  EXPECT_EQ(cps.values()[12], 1.0);  // reading values allocates nothing
+  EXPECT_FALSE(ps.has_grads());
+  ps.grad("g")[1] = 5.0;  // the first use allocates the gradients, zeroed
+  EXPECT_TRUE(ps.has_grads());
+  EXPECT_FALSE(ps.has_moments());
+  for (int i = 0; i < 15; ++i) EXPECT_EQ(ps.grads()[i], i == 13 ? 5.0 : 0.0);
+  EXPECT_EQ(cps.adam_m()[14], 0.0);  // const access too: the moments, both, zeroed
+  EXPECT_TRUE(ps.has_moments());
+  EXPECT_EQ(ps.adam_v()[0], 0.0);
+  EXPECT_EQ(ps.allocated_bytes(), 4 * 15 * sizeof(double));
+  ps.zero_grad();
+  EXPECT_EQ(ps.grads()[13], 0.0);
+  // A copy has its own buffers.
+  ParamStore<double> copy = ps;
+  copy.grads()[0] = 2.0;
+  EXPECT_EQ(ps.grads()[0], 0.0);
+  EXPECT_TRUE(copy.has_moments());
+  // Before finalize nothing is allocated, whatever asks.
+  ParamStore<float> early;
+  early.add("x", {2}, Init::Zeros);
+  early.grads();
+  EXPECT_FALSE(early.has_grads());
+}
+
+TEST(ParamStore, ConcurrentFirstUseAllocatesOnce) {
+  for (int round = 0; round < 20; ++round) {
+    ParamStore<float> ps;
+    ps.add("w", {64, 64}, Init::Zeros);
+    ps.finalize();
+    std::vector<float*> got(8, nullptr), moments(8, nullptr);
+    std::vector<std::thread> th;
+    for (int t = 0; t < 8; ++t) th.emplace_back([&, t] { got[t] = ps.grads(), moments[t] = ps.adam_m(); });
+    for (auto& t : th) t.join();
+    for (int t = 1; t < 8; ++t) {
+      EXPECT_EQ(got[t], got[0]);
+      EXPECT_EQ(moments[t], moments[0]);
+    }
+    EXPECT_EQ(ps.allocated_bytes(), 4 * 64 * 64 * sizeof(float));
+  }
+}
+
+TEST(ParamStore, PlanningModeAllocatesNothing) {
+  ParamStore<float> ps;
+  ps.plan_only();
+  int fills = 0;
+  EXPECT_EQ(ps.add("big", {1 << 20, 1 << 16}, Init::Normal, 0.02), 0u);  // 2^36 elements: recorded, not allocated
+  const std::size_t c = ParamRegistry<float>(ps).constant("table", std::size_t(1) << 30, [&](float*) { ++fills; });
+  EXPECT_EQ(c, 0u);
+  EXPECT_EQ(fills, 0);
+  const ParamLayout l = ps.layout();
+  EXPECT_EQ(l.params, std::size_t(1) << 36);
+  EXPECT_EQ(l.constants, std::size_t(1) << 30);
+  EXPECT_EQ(ps.allocated_bytes(), 0u);
+  EXPECT_THROW(ps.finalize(), Error);
+}
+
+// Model::plan lists exactly the tensors the model declares (names, shapes, offsets) and the size of its
+// constants, and ModelConfig::parameter_count agrees for every built-in fuser and a heterogeneous stack.
+TEST(ModelParams, PlanMatchesTheBuiltModel) {
+  ModelConfig c;
+  c.hidden_size = 32, c.num_hidden_layers = 3, c.num_attention_heads = 4, c.num_key_value_heads = 2, c.intermediate_size = 48;
+  c.vocab_size = 50, c.max_position_embeddings = 128;
+  for (bool hetero : {false, true})
+    for (bool tied : {true, false})
+      for (const char* f : {"none", "glu", "gated_add", "concat"}) {
+        ModelConfig k = c;
+        k.fuser = f, k.tie_word_embeddings = tied, k.qk_norm = !hetero;
+        if (hetero) k.layer_intermediate_size = {48, 96, 24}, k.layer_num_attention_heads = {4, 2, 4}, k.layer_num_key_value_heads = {2, 2, 1};
+        with_model<float>(k, [&](auto tag) {
+          using M = typename decltype(tag)::type;
+          const ParamLayout plan = M::plan(k);
+          const M m(k, 0);
+          ASSERT_EQ(plan.specs.size(), m.params.specs().size()) << f;
+          for (std::size_t i = 0; i < plan.specs.size(); ++i) {
+            EXPECT_EQ(plan.specs[i].name, m.params.specs()[i].name);
+            EXPECT_EQ(plan.specs[i].shape, m.params.specs()[i].shape);
+            EXPECT_EQ(plan.specs[i].offset, m.params.specs()[i].offset);
+          }
+          EXPECT_EQ(plan.params, m.params.size());
+          EXPECT_EQ(plan.constants, m.params.constants_size());
+          EXPECT_EQ(k.parameter_count(), std::uint64_t(m.params.size())) << f << (tied ? " tied" : " untied") << (hetero ? " hetero" : "");
+        });
+      }
+  // A plan of a model far too large to build costs nothing: 2^22 x 4096 embedding = 2^34 parameters.
+  ModelConfig big = c;
+  big.vocab_size = 1 << 22, big.hidden_size = 4096, big.num_hidden_layers = 1, big.num_attention_heads = 32, big.num_key_value_heads = 8;
+  const ParamLayout bp = Model<float>::plan(big);
+  EXPECT_GT(bp.params, std::size_t(1) << 34);
+  EXPECT_EQ(std::uint64_t(bp.params), big.parameter_count());
 }
 
 }  // namespace

@@ -9,6 +9,10 @@
 // Compatibility: the checkpoints in tests/fixtures/v1 were written by fbt before the composable-layers
 // redesign (issue 10; tests/fixtures/v1/README.md): each loads, computes the losses and greedy decodes
 // recorded with it, and saves back byte for byte; its training run resumes as the old code continued it.
+// Hostile files (issue 11): a small file whose config claims a huge model is refused before anything
+// of that size is allocated, naming the file and the field; "format" must be present; deep nesting
+// and huge values in the config are bounded errors; FIFOs and devices are refused; a loaded model
+// holds no gradient or optimizer buffers, and decoding it allocates none.
 #include <gtest/gtest.h>
 
 #include <fbt/decode/decoder.hpp>
@@ -16,6 +20,7 @@
 #include <fbt/train/trainer.hpp>
 
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -27,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -594,6 +600,160 @@ TEST_F(Checkpoint, V1TrainingRunResumes) {
     ASSERT_EQ(r.loss.size(), e["loss"].size());
     for (std::size_t j = 0; j < r.loss.size(); ++j) EXPECT_NEAR(r.loss[j], e["loss"][j].get<double>(), 1e-5 * r.loss[j]) << "step " << s << " pass " << j + 1;
   }
+}
+
+// ---- hostile files (issue 11) ----------------------------------------------------------------------
+
+// A header-only file (no tensors) whose config claims a huge model: each is refused in milliseconds by
+// the config's bounds or by comparing the sizes the config implies with the file's data, before the
+// model (or its RoPE table) is built. The old loader built the model first: 88 s and 3.6 GB before a
+// bare std::bad_alloc for num_hidden_layers 1e6.
+TEST_F(Checkpoint, SmallFileClaimingAHugeModelIsRefusedBeforeAllocating) {
+  const std::string p = path("huge.safetensors");
+  struct Case {
+    const char* field;
+    json value;
+    std::vector<std::string> parts;
+  };
+  const Case cases[] = {
+      {"num_hidden_layers", 1000000, {"num_hidden_layers", "<= 4096", "1000000"}},
+      {"vocab_size", 2000000000, {"vocab_size", "<= 16777216", "2000000000"}},
+      {"max_position_embeddings", 2000000000, {"max_position_embeddings", "2000000000"}},
+      {"intermediate_size", 1000000, {"vocab_size 11", "intermediate_size 1000000", "parameters", "file holds 0"}},  // within bounds: the data check
+      {"vocab_size", 1000000, {"vocab_size 1000000", "parameters", "bytes of tensor data"}},
+      {"num_hidden_layers", 4000, {"num_hidden_layers 4000", "bytes of tensor data"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.field);
+    json cfg = fbt::to_json(tiny());
+    cfg[c.field] = c.value;
+    fbt::save_safetensors(p, {}, {{"format", "pt"}, {"config", cfg.dump()}});
+    EXPECT_LT(read_bytes(p).size(), 1000u);
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), p, c.parts[0]);
+    for (const auto& want : c.parts) EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), want);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0) << "refused without building the model";
+  }
+  // A real model whose config asks for a RoPE table far larger than its parameters: refused before the
+  // table is built (2^24 positions x head_dim 4 = 2^26 elements for a model of 1,248 parameters).
+  fbt::Model<float> m(tiny(), 1);
+  Parts<float> parts(m);
+  json cfg = fbt::to_json(m.cfg);
+  cfg["max_position_embeddings"] = 1 << 24;
+  parts.meta["config"] = cfg.dump();
+  fbt::save_safetensors(p, parts.refs, parts.meta);
+  EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), p, "max_position_embeddings 16777216", "RoPE");
+}
+
+// The config must state everything that changes the forward, and the file its format.
+TEST_F(Checkpoint, RefusesMissingFormatAndIncompleteConfig) {
+  fbt::Model<float> m(tiny(), 1);
+  const std::string p = path("meta.safetensors");
+  {
+    Parts<float> parts(m);
+    parts.meta.erase("format");
+    fbt::save_safetensors(p, parts.refs, parts.meta);
+    EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), p, "\"format\"", "\"pt\"");
+    EXPECT_FBT_ERROR(fbt::read_model_config(p), p, "\"format\"");
+  }
+  for (const char* k : {"rms_norm_eps", "rope_theta", "feedback_source", "input_norm", "gated_add_alpha", "qk_norm", "head_dim", "z_loss"}) {
+    SCOPED_TRACE(k);
+    Parts<float> parts(m);
+    json cfg = fbt::to_json(m.cfg);
+    cfg.erase(k);
+    parts.meta["config"] = cfg.dump();
+    fbt::save_safetensors(p, parts.refs, parts.meta);
+    EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), p, std::string("\"") + k + "\"", "missing");
+  }
+}
+
+// Deep nesting and huge values inside the config string are bounded errors, not a crash or a huge line.
+TEST_F(Checkpoint, HostileConfigValuesAreBoundedErrors) {
+  const std::string p = path("cfg.safetensors");
+  fbt::Model<float> m(tiny(), 1);
+  const std::string deep = "{\"vocab_size\":" + std::string(150000, '[') + "}";
+  json huge = fbt::to_json(m.cfg);
+  huge["fuser"] = std::string(2000000, 'g');
+  json nan_alpha = fbt::to_json(m.cfg);
+  nan_alpha["gated_add_alpha"] = std::numeric_limits<double>::quiet_NaN();  // nlohmann writes null
+  json inf_theta = fbt::to_json(m.cfg);
+  const std::string inf_text = [&] {
+    std::string t = inf_theta.dump();
+    const auto at = t.find("\"rope_theta\":") + 13;
+    return t.substr(0, at) + "1e400" + t.substr(t.find(',', at));
+  }();
+  struct Case {
+    std::string config;
+    std::vector<std::string> parts;
+  };
+  json well_formed = fbt::to_json(m.cfg);
+  well_formed.erase("gated_add_alpha");
+  std::string wf = well_formed.dump();
+  wf = wf.substr(0, wf.size() - 1) + ",\"gated_add_alpha\":" + std::string(75000, '[') + std::string(75000, ']') + "}";
+  const Case cases[] = {{deep, {"nesting deeper than 64 levels at byte"}},
+                        {wf, {"nesting deeper than 64 levels at byte"}},
+                        {huge.dump(), {"fuser", "2000000 bytes"}},
+                        {nan_alpha.dump(), {"gated_add_alpha", "must be a number"}},
+                        {inf_text, {"\"config\"", "number overflow", "1e400"}}};
+  for (const auto& c : cases) {
+    Parts<float> parts(m);
+    parts.meta["config"] = c.config;
+    fbt::save_safetensors(p, parts.refs, parts.meta);
+    for (int k = 0; k < 2; ++k) {
+      try {
+        if (k == 0) fbt::read_model_config(p);
+        else fbt::load_model<fbt::Model<float>>(p);
+        ADD_FAILURE() << "accepted config " << c.config.substr(0, 200);
+      } catch (const fbt::Error& e) {
+        const std::string msg = e.what();
+        EXPECT_LT(msg.size(), 600u) << msg.substr(0, 600);
+        EXPECT_NE(msg.find(p), std::string::npos) << msg.substr(0, 600);
+        for (const auto& part : c.parts) EXPECT_NE(msg.find(part), std::string::npos) << "\"" << msg.substr(0, 600) << "\" lacks \"" << part << "\"";
+      }
+    }
+  }
+}
+
+TEST_F(Checkpoint, RefusesFifosAndDevices) {
+  const std::string fifo = path("model.safetensors");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_FBT_ERROR(fbt::read_model_config(fifo), fifo, "not a regular file");
+  EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(fifo), fifo, "not a regular file");
+  EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>("/dev/zero"), "/dev/zero", "not a regular file");
+  fbt::Model<float> m(tiny(), 1);
+  EXPECT_FBT_ERROR(fbt::load_model_into(fifo, m), fifo, "not a regular file");
+  EXPECT_FBT_ERROR(fbt::load_train_state(fifo, m.params), fifo, "not a regular file");
+}
+
+// Inference loads only what inference needs: a loaded model holds its values and constants, no
+// gradients and no AdamW moments, and decoding it (through the const model) allocates none. Training
+// still gets them, zeroed, the first time it asks.
+TEST_F(Checkpoint, LoadedModelHoldsNoTrainingBuffers) {
+  fbt::Model<float> src(tiny(), 1);
+  randomize(src, 21);
+  const std::string p = path("infer.safetensors");
+  fbt::save_model(p, src);
+  auto m = fbt::load_model<fbt::Model<float>>(p);
+  EXPECT_FALSE(m.params.has_grads());
+  EXPECT_FALSE(m.params.has_moments());
+  const std::size_t held = m.params.allocated_bytes();
+  EXPECT_GE(held, (m.params.size() + m.params.constants_size()) * sizeof(float));
+  EXPECT_LT(held, 2 * (m.params.size() + m.params.constants_size()) * sizeof(float)) << "values and constants only";
+  fbt::Decoder<fbt::Model<float>> dec(m);
+  fbt::GenerateOptions go;
+  go.max_new_tokens = 5;
+  EXPECT_EQ(fbt::generate(dec, std::vector<int>{1, 2, 3}, go).size(), 5u);
+  EXPECT_FALSE(m.params.has_grads()) << "decoding allocated gradients";
+  EXPECT_FALSE(m.params.has_moments());
+  EXPECT_EQ(m.params.allocated_bytes(), held);
+  // First use by training: zeroed buffers of the right size.
+  const float* g = m.params.grads();
+  EXPECT_TRUE(m.params.has_grads());
+  for (std::size_t i = 0; i < m.params.size(); ++i) ASSERT_EQ(g[i], 0.0f);
+  EXPECT_FALSE(m.params.has_moments());
+  EXPECT_EQ(m.params.adam_v()[m.params.size() - 1], 0.0f);
+  EXPECT_TRUE(m.params.has_moments());
+  EXPECT_EQ(m.params.allocated_bytes(), held + 3 * m.params.size() * sizeof(float));
 }
 
 }  // namespace

@@ -3,17 +3,22 @@
 // Every field survives a round trip (in memory and through a file, written atomically); head_dim is
 // written resolved; a baseline config names Qwen3ForCausalLM; unknown keys, wrong types and invalid
 // values are fbt::Errors naming the field and the source; the HF keys fbt ignores are accepted, except
-// with values that would change the model.
+// with values that would change the model. Every key that changes the model must be present (issue 11:
+// an absent key is an error naming it, never a silent default), except on the documented Hugging Face
+// Qwen3 path; deep nesting and huge values are bounded errors; only regular files are read.
 #include <gtest/gtest.h>
 
 #include <fbt/io/config_json.hpp>
 
 #include <cctype>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <limits>
 #include <string>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -224,13 +229,41 @@ TEST_F(ConfigJson, HuggingFaceQwen3ConfigIsAccepted) {
   EXPECT_EQ(c.fuser, "none");  // a Qwen3 config without a fuser is a plain Qwen3 model
   EXPECT_TRUE(c.qk_norm);
 
-  // fbt's own model_type keeps ModelConfig's default fuser; an explicit fuser wins under qwen3.
+  // fbt's keys that HF does not have take their documented meaning (qwen3_defaults()).
+  EXPECT_EQ(c.z_loss, 0.0);
+  EXPECT_EQ(c.doc_attention, "masked");
+  EXPECT_EQ(c.initializer_range, 0.02);
+  EXPECT_EQ(c.max_position_embeddings, 40960);
+  EXPECT_TRUE(c.tie_word_embeddings);
+
+  // The same keys under fbt's own model_type are an incomplete fbt config: refused, naming the first
+  // missing key (this used to be accepted with ModelConfig's default fuser "glu" and feedback knobs).
   json j = hf;
   j["model_type"] = "fbt";
-  EXPECT_EQ(fbt::config_from_json(j, "mem").fuser, "glu");
-  j["model_type"] = "qwen3";
+  EXPECT_FBT_ERROR(fbt::config_from_json(j, "'config.json'"), "'config.json'", "\"qk_norm\"", "missing");
+  j.erase("model_type");
+  EXPECT_FBT_ERROR(fbt::config_from_json(j, "'config.json'"), "'config.json'", "missing");
+  // A feedback fuser under qwen3 makes it an fbt model: its feedback knobs must be given too.
+  j = hf;
   j["fuser"] = "concat";
+  EXPECT_FBT_ERROR(fbt::config_from_json(j, "mem"), "mem", "missing");
+  for (const char* k : {"qk_norm", "z_loss", "doc_attention", "feedback_source", "input_norm", "glu_init", "gated_add_alpha"})
+    j[k] = fbt::to_json(fbt::ModelConfig{})[k];
   EXPECT_EQ(fbt::config_from_json(j, "mem").fuser, "concat");
+  // An explicit fuser "none" is still the Qwen3 path.
+  j = hf;
+  j["fuser"] = "none";
+  EXPECT_EQ(fbt::config_from_json(j, "mem").fuser, "none");
+  // Every HF key that changes the forward must be there (HF's own defaults differ from fbt's, e.g. head_dim 128).
+  for (const auto& k : fbt::qwen3_required_keys()) {
+    json m = hf;
+    m.erase(k);
+    EXPECT_FBT_ERROR(fbt::config_from_json(m, "'config.json'"), "'config.json'", "\"" + k + "\"", "missing", "Qwen3");
+  }
+  // HF keys whose only value fbt implements may be absent (HF's default is that value).
+  json lean = hf;
+  for (const char* k : {"hidden_act", "attention_bias", "rope_scaling", "use_sliding_window", "layer_types", "initializer_range"}) lean.erase(k);
+  EXPECT_NO_THROW(fbt::config_from_json(lean, "mem"));
 
   // Allow-listed keys whose value would change the model are refused.
   struct Case {
@@ -265,6 +298,113 @@ TEST_F(ConfigJson, BadFilesAreRefusedByName) {
   const std::string typ = path("type.json");
   write_text(typ, R"({"vocab_size": "eleven"})");
   EXPECT_FBT_ERROR(fbt::config_from_json_file(typ), typ, "vocab_size");
+}
+
+// Every key to_json writes changes the model: an absent one is refused by name (issue 11), never
+// silently given ModelConfig's default. feedback_layer and the layer_* lists are written only when
+// used: absent means a final-norm tap and a uniform stack.
+TEST_F(ConfigJson, MissingKeysAreRefusedByName) {
+  const json full = fbt::to_json(tiny());
+  EXPECT_EQ(fbt::model_config_required_keys().size(), 20u);
+  for (const auto& k : fbt::model_config_required_keys()) {
+    ASSERT_TRUE(full.contains(k)) << k;
+    json j = full;
+    j.erase(k);
+    EXPECT_FBT_ERROR(fbt::config_from_json(j, "'cfg.json'"), "'cfg.json'", "\"" + k + "\"", "missing");
+  }
+  // The HF decoration may be absent (it can only take the value fbt implements).
+  json lean = full;
+  for (const char* k : {"model_type", "hidden_act", "attention_bias"}) lean.erase(k);
+  expect_same(fbt::config_from_json(lean, "mem"), tiny());
+  // feedback_source "layer" needs its block.
+  fbt::ModelConfig c = tiny();
+  c.feedback_source = "layer", c.feedback_layer = 1;
+  json j = fbt::to_json(c);
+  expect_same(fbt::config_from_json(j, "mem"), c);
+  j.erase("feedback_layer");
+  EXPECT_FBT_ERROR(fbt::config_from_json(j, "mem"), "mem", "\"feedback_layer\"", "missing");
+  // A file with a missing key names the file too.
+  const std::string p = path("partial.json");
+  json k = full;
+  k.erase("rms_norm_eps");
+  write_text(p, k.dump());
+  EXPECT_FBT_ERROR(fbt::config_from_json_file(p), p, "\"rms_norm_eps\"", "missing");
+}
+
+// Non-finite reals never reach a model: JSON text has no NaN (nlohmann writes null, refused by type)
+// and a number too large for a double (1e400) is a parse error; an infinity put into a json object by a
+// program is refused by validate(), by name.
+TEST_F(ConfigJson, NonFiniteRealsAreRefused) {
+  for (const char* k : {"rope_theta", "rms_norm_eps", "gated_add_alpha", "initializer_range", "z_loss"}) {
+    std::string t = fbt::to_json(tiny()).dump();
+    const auto at = t.find(std::string("\"") + k + "\":") + std::strlen(k) + 3;
+    t = t.substr(0, at) + "1e400" + t.substr(t.find_first_of(",}", at));
+    EXPECT_FBT_ERROR(fbt::detail::parse_json_strict(t, "'cfg.json'"), "'cfg.json'", "invalid JSON", "number overflow", "1e400");
+    json j = fbt::to_json(tiny());
+    j[k] = std::numeric_limits<double>::infinity();
+    EXPECT_FBT_ERROR(fbt::config_from_json(j, "mem"), "mem", k, "inf");
+    j[k] = std::numeric_limits<double>::quiet_NaN();
+    EXPECT_FBT_ERROR(fbt::config_from_json(j, "mem"), "mem", k, "nan");
+    EXPECT_FBT_ERROR(fbt::config_from_json(json::parse(j.dump()), "mem"), "mem", k, "number");  // NaN written as null
+  }
+}
+
+// Deeply nested values and huge values are bounded errors; only regular files are read.
+TEST_F(ConfigJson, HostileFilesAreBoundedErrors) {
+  const std::string p = path("hostile.json");
+  write_text(p, "{\"vocab_size\":" + std::string(150000, '['));
+  EXPECT_FBT_ERROR(fbt::config_from_json_file(p), p, "nesting deeper than 64 levels at byte 77");
+  json full = fbt::to_json(tiny());
+  full.erase("vocab_size");
+  std::string text = full.dump();  // well-formed and 75,000 deep: the old error path dump()ed it, overflowing the stack
+  write_text(p, text.substr(0, text.size() - 1) + ",\"vocab_size\":" + std::string(75000, '[') + std::string(75000, ']') + "}");
+  EXPECT_FBT_ERROR(fbt::config_from_json_file(p), p, "nesting deeper than 64 levels at byte");
+  // A deeply nested but well-formed value handed to config_from_json directly (built by the program, not parsed).
+  for (const char* k : {"vocab_size", "layer_intermediate_size", "fuser"}) {
+    json j = fbt::to_json(tiny());
+    json* cur = &(j[k] = json::array());
+    for (int i = 0; i < 10000; ++i) cur = &cur->emplace_back(json::array());  // built in place: no recursive copies
+    EXPECT_FBT_ERROR(fbt::config_from_json(j, "mem"), "mem", std::string("\"") + k + "\"", "array");
+  }
+  // A 20 MB string value: one short line.
+  for (const char* k : {"fuser", "doc_attention", "bogus_key"}) {
+    json h = fbt::to_json(tiny());
+    h[k] = std::string(20000000, 'v');
+    write_text(p, h.dump());
+    try {
+      fbt::config_from_json_file(p);
+      ADD_FAILURE() << k << " accepted";
+    } catch (const fbt::Error& e) {
+      EXPECT_LT(std::string(e.what()).size(), 500u) << k;
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << k << ": " << e.what();
+    }
+    h = fbt::to_json(tiny());
+    h[k] = std::string(5000000, 'v');  // under the string limit: refused by the field's rules, quoted briefly
+    try {
+      fbt::config_from_json(h, "mem");
+      ADD_FAILURE() << k << " accepted";
+    } catch (const fbt::Error& e) {
+      EXPECT_LT(std::string(e.what()).size(), 500u) << k;
+      EXPECT_NE(std::string(e.what()).find(k), std::string::npos) << e.what();
+    }
+  }
+  // An unknown key 20 MB long is quoted briefly too.
+  json u = fbt::to_json(tiny());
+  u[std::string(20000000, 'u')] = 1;
+  try {
+    fbt::config_from_json(u, "mem");
+    ADD_FAILURE() << "accepted";
+  } catch (const fbt::Error& e) {
+    EXPECT_LT(std::string(e.what()).size(), 500u);
+  }
+  // FIFO, device, directory.
+  const std::string fifo = path("fifo.json");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_FBT_ERROR(fbt::config_from_json_file(fifo), fifo, "not a regular file");
+  EXPECT_FBT_ERROR(fbt::config_from_json_file("/dev/zero"), "/dev/zero", "not a regular file");
+  EXPECT_FBT_ERROR(fbt::config_from_json_file(dir_.string()), "is a directory");
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 // Round trips in float and double for 1-d, 2-d and 3-d shapes; the exact header bytes numpy expects;
 // and the failures that must be an fbt::Error naming the file (missing, wrong dtype, truncated,
 // not npy). Files with Fortran order and with long headers (which xtensor alone mis-reads) are built
-// by hand. No numpy needed.
+// by hand. No numpy needed. Hostile files (issue 11): a header length beyond the file or over the
+// limit is refused before anything is allocated; a zero dimension cannot hide an overflowing shape;
+// too many dimensions, FIFOs, devices and directories are refused.
 #include <gtest/gtest.h>
 
 #include <fbt/io/npy.hpp>
@@ -18,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -197,6 +200,52 @@ TEST_F(Npy, SaveIntoMissingDirectoryThrowsNamingFile) {
   const float x[1] = {1};
   const std::string p = path("no/such/dir/x.npy");
   EXPECT_FBT_ERROR(fbt::save_npy(p, x, {1}), p);
+}
+
+// ---- hostile files (issue 11) ----------------------------------------------------------------------
+
+// A 13-byte v2.0 file announcing a 4 GiB header: refused by the header limit before anything is
+// allocated (the old reader allocated and zeroed 4 GB first); one announcing more than the file holds
+// is truncated.
+TEST_F(Npy, HeaderLengthIsCheckedBeforeAllocating) {
+  const std::string p = path("v2.npy");
+  {
+    std::ofstream out(p, std::ios::binary);
+    out.write("\x93NUMPY\x02\x00\xff\xff\xff\xff{", 13);
+  }
+  ASSERT_EQ(fs::file_size(p), 13u);
+  EXPECT_FBT_ERROR(fbt::load_npy<float>(p), p, "header length 4294967295", "65536-byte limit");
+  {
+    std::ofstream out(p, std::ios::binary);
+    out.write("\x93NUMPY\x02\x00\x60\xea\x00\x00{", 13);  // 60000 bytes, under the limit, beyond the file
+  }
+  EXPECT_FBT_ERROR(fbt::load_npy<float>(p), p, "truncated header", "60000 bytes announced", "13 bytes");
+}
+
+// (0, 2^62, 2^62) has no data, but its strides overflow: refused, as is any shape whose non-zero
+// dimensions multiply past 2^62 bytes, and a shape of more than 64 dimensions.
+TEST_F(Npy, ShapesThatOverflowAreRefused) {
+  const std::string p = path("zero.npy");
+  write_raw_npy(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904, 4611686018427387904), }", nullptr, 0);
+  EXPECT_FBT_ERROR(fbt::load_npy<float>(p), p, "too large");
+  write_raw_npy(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 2305843009213693952), }", nullptr, 0);  // 2^61 x 4 bytes = 2^63
+  EXPECT_FBT_ERROR(fbt::load_npy<float>(p), p, "too large");
+  write_raw_npy(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3, 5), }", nullptr, 0);  // a real empty array
+  EXPECT_EQ(fbt::load_npy<float>(p).shape, (fbt::Shape{0, 3, 5}));
+  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (";
+  for (int i = 0; i < 65; ++i) dict += "1, ";
+  dict += "), }";
+  const float one = 1;
+  write_raw_npy(p, dict, &one, 4);
+  EXPECT_FBT_ERROR(fbt::load_npy<float>(p), p, "more than 64 dimensions");
+}
+
+TEST_F(Npy, RefusesFifosDevicesAndDirectories) {
+  const std::string fifo = path("fifo.npy");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_FBT_ERROR(fbt::load_npy<float>(fifo), fifo, "not a regular file");
+  EXPECT_FBT_ERROR(fbt::load_npy<float>("/dev/zero"), "/dev/zero", "not a regular file");
+  EXPECT_FBT_ERROR(fbt::load_npy<float>(dir_.string()), "is a directory");
 }
 
 }  // namespace

@@ -5,13 +5,19 @@
 // atomic replacement; and every refusal rule, each on a hand-made or hand-corrupted file, each an
 // fbt::Error naming the file and the tensor or field. If python3 has safetensors and numpy, files are
 // also exchanged with it (skipped otherwise; nothing is required).
+// Hostile files (issue 11): deep nesting (150 KB of '[') is an error naming the byte, never a stack
+// overflow; error text quotes bounded excerpts of 20 MB values; an 80,000-entry header parses (in
+// linear time); a zero dimension cannot hide an overflowing shape; FIFOs, devices and directories are
+// refused before they are opened; the data section is memory-mapped, or read, to the same bytes.
 #include <gtest/gtest.h>
 
 #include <fbt/io/safetensors.hpp>
 
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -369,6 +376,140 @@ TEST_F(Safetensors, InteropWithPythonSafetensorsIfInstalled) {
   EXPECT_EQ(x[0], 0.5);
   EXPECT_EQ(x[1], -1.5);
   EXPECT_EQ(f.metadata.at("format"), "pt");
+}
+
+// ---- hostile files (issue 11) ----------------------------------------------------------------------
+
+// Deep nesting anywhere in the header (a tensor entry, __metadata__, a value nlohmann would recurse
+// into when printing it) is refused by the depth limit with the byte where it goes too deep.
+TEST_F(Safetensors, DeepNestingIsAnErrorNotACrash) {
+  const std::string p = path("deep.safetensors");
+  const std::string deep(150000, '[');  // 150 KB of '[' (unclosed: the limit fires first)
+  const std::string closed = std::string(75000, '[') + std::string(75000, ']');  // well-formed: the old error path dump()ed it
+  const std::string d8 = raw<float>({1, 2});
+  for (const std::string& h : {"{\"a\":{\"dtype\":\"F32\",\"shape\":" + deep + "}}",
+                               "{\"a\":{\"dtype\":\"F32\",\"shape\":" + closed + ",\"data_offsets\":[0,8]}}",
+                               "{\"__metadata__\":{\"format\":" + closed + "},\"a\":" + entry("F32", "[2]", 0, 8) + "}",
+                               "{\"a\":" + closed + "}",
+                               "{\"__metadata__\":{\"format\":" + deep + "}}",
+                               "{\"a\":" + std::string(70, '[') + std::string(70, ']') + "}",  // closed, still too deep
+                               "{\"__metadata__\":" + deep + "}"}) {
+    write_bytes(p, make_file(h, d8));
+    EXPECT_FBT_ERROR(fbt::read_safetensors(p), p, "nesting deeper than 64 levels at byte");
+  }
+  // 63 levels inside the header object are fine for the parser (the entry is then refused by its rules).
+  write_bytes(p, make_file("{\"a\":" + std::string(63, '[') + std::string(63, ']') + "}", d8));
+  EXPECT_FBT_ERROR(fbt::read_safetensors(p), p, "\"a\"", "entry must be an object");
+}
+
+// Error text quotes at most an excerpt: a 20 MB value or name gives a short line, not a 20 MB one.
+TEST_F(Safetensors, ErrorTextIsBounded) {
+  const std::string p = path("big.safetensors");
+  const std::string d8 = raw<float>({1, 2});
+  const std::string big(20000000, 'x');
+  std::string zeros = "[0";
+  for (int i = 0; i < 4000000; ++i) zeros += ",0";
+  zeros += "]";
+  struct Case {
+    std::string header;
+    std::vector<std::string> parts;
+  };
+  const Case cases[] = {
+      {"{\"a\":{\"dtype\":\"" + big + "\",\"shape\":[2],\"data_offsets\":[0,8]}}", {"\"a\"", "string of 20000000 bytes", "limit"}},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":" + zeros + ",\"data_offsets\":[0,8]}}", {"\"a\"", "\"shape\"", "4000001"}},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":" + zeros + "}}", {"\"a\"", "\"data_offsets\"", "4000001 elements"}},
+      {"{\"__metadata__\":{\"format\":" + zeros + "},\"a\":" + entry("F32", "[2]", 0, 8) + "}", {"__metadata__", "\"format\"", "array"}},
+      {"{\"" + std::string(100000, 'k') + "\":" + entry("F32", "[2]", 0, 8) + "}", {"key of 100000 bytes", "limit"}},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"" + std::string(1000, 'z') + "\":1}}", {"\"a\"", "unknown field", "1000 bytes"}},
+      {"{\"a\":{\"dtype\":\"" + std::string(3000000, 'F') + "\",\"shape\":[2],\"data_offsets\":[0,8]}}", {"\"a\"", "unknown dtype", "3000000 bytes"}},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"b\":\"" + big, {"invalid JSON"}},  // unterminated string
+  };
+  for (const auto& c : cases) {
+    write_bytes(p, make_file(c.header, d8));
+    try {
+      fbt::read_safetensors(p);
+      ADD_FAILURE() << "accepted a header of " << c.header.size() << " bytes";
+    } catch (const fbt::Error& e) {
+      const std::string msg = e.what();
+      EXPECT_LT(msg.size(), 700u) << msg.substr(0, 700);
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line";
+      EXPECT_NE(msg.find(p), std::string::npos) << msg.substr(0, 700);
+      for (const auto& part : c.parts) EXPECT_NE(msg.find(part), std::string::npos) << "\"" << msg.substr(0, 700) << "\" lacks \"" << part << "\"";
+    }
+  }
+}
+
+// 80,000 entries (a 5.9 MB header): the old callback parser rescanned siblings at every object's end
+// (quadratic: ~53 s for this file); the SAX parser is linear. Not timed here, only made big enough
+// that a quadratic parser would take minutes.
+TEST_F(Safetensors, EightyThousandEntriesParse) {
+  const int n = 80000;
+  std::string h = "{\"__metadata__\":{\"format\":\"pt\"}";
+  for (int i = 0; i < n; ++i) h += ",\"layer." + std::to_string(i) + ".w\":" + entry("F32", "[1]", 4 * i, 4 * i + 4);
+  h += "}";
+  std::string data(std::size_t(4) * n, '\0');
+  for (int i = 0; i < n; ++i) {
+    const float v = float(i);
+    std::memcpy(&data[std::size_t(4) * i], &v, 4);
+  }
+  const std::string p = path("many.safetensors");
+  write_bytes(p, make_file(h, data));
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto f = fbt::read_safetensors(p);
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(f.tensors.size(), std::size_t(n));
+  const auto* e = f.find("layer.76543.w");
+  ASSERT_NE(e, nullptr);
+  float v;
+  std::memcpy(&v, f.bytes(*e), 4);
+  EXPECT_EQ(v, 76543.0f);
+  RecordProperty("parse_seconds", std::to_string(sec));
+  std::printf("[ info ] read_safetensors of %d entries (%zu-byte header): %.3f s\n", n, h.size(), sec);
+  // A duplicate among them is still found, by name.
+  write_bytes(p, make_file(h.substr(0, h.size() - 1) + ",\"layer.40000.w\":" + entry("F32", "[1]", 0, 4) + "}", data));
+  EXPECT_FBT_ERROR(fbt::read_safetensors(p), p, "duplicate key \"layer.40000.w\"", "at top level");
+}
+
+// A zero dimension makes the size 0 but must not let the other dimensions overflow a stride.
+TEST_F(Safetensors, RefusesShapesThatOverflowBehindAZero) {
+  const std::string p = path("zero.safetensors");
+  write_bytes(p, make_file(R"({"a":{"dtype":"F32","shape":[0,4611686018427387904,4611686018427387904],"data_offsets":[0,0]}})", ""));
+  EXPECT_FBT_ERROR(fbt::read_safetensors(p), p, "\"a\"", "\"shape\"", "too large");
+  write_bytes(p, make_file(R"({"a":{"dtype":"F32","shape":[0,3,5],"data_offsets":[0,0]}})", ""));  // a real empty tensor is fine
+  EXPECT_EQ(fbt::read_safetensors(p).find("a")->shape, (fbt::Shape{0, 3, 5}));
+  std::string dims = "[1";
+  for (int i = 0; i < 64; ++i) dims += ",1";
+  write_bytes(p, make_file("{\"a\":{\"dtype\":\"F32\",\"shape\":" + dims + "],\"data_offsets\":[0,4]}}", raw<float>({1})));
+  EXPECT_FBT_ERROR(fbt::read_safetensors(p), p, "\"a\"", "65 dimensions");
+}
+
+// Only regular files are opened: a FIFO would block the open forever, /dev/zero never ends.
+TEST_F(Safetensors, RefusesFifosDevicesAndDirectories) {
+  const std::string fifo = path("fifo.safetensors");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_FBT_ERROR(fbt::read_safetensors(fifo), fifo, "not a regular file");
+  EXPECT_FBT_ERROR(fbt::read_safetensors("/dev/zero"), "/dev/zero", "not a regular file");
+  EXPECT_FBT_ERROR(fbt::read_safetensors(dir_.string()), "is a directory");
+}
+
+// The data section is a view into the mapped file; reading instead gives the same bytes.
+TEST_F(Safetensors, MappedAndReadFilesAgree) {
+  const std::string p = path("m.safetensors");
+  const std::vector<double> w = {1.0 / 3.0, -2.5, 7.0};
+  const float s = 4.0f;
+  fbt::save_safetensors(p, {{"w", "F64", {3}, w.data()}, {"s", "F32", {}, &s}}, {{"format", "pt"}});
+  const auto m = fbt::read_safetensors(p);
+  const auto r = fbt::read_safetensors(p, fbt::ReadMode::Read);
+  EXPECT_TRUE(m.data.mapped()) << "POSIX maps the file";
+  EXPECT_FALSE(r.data.mapped());
+  ASSERT_EQ(m.data.size(), 28u);
+  ASSERT_EQ(r.data.size(), 28u);
+  EXPECT_EQ(std::memcmp(m.data.data(), r.data.data(), 28), 0);
+  EXPECT_EQ(std::memcmp(m.bytes(*m.find("w")), w.data(), 24), 0);
+  m.release(*m.find("w"));  // dropping the pages of a mapping: reading them again gives the same bytes
+  EXPECT_EQ(std::memcmp(m.bytes(*m.find("w")), w.data(), 24), 0);
+  const fbt::SafetensorsFile copy = m;  // copies share the mapping
+  EXPECT_EQ(copy.bytes(*copy.find("s")), m.bytes(*m.find("s")));
 }
 
 }  // namespace

@@ -1,7 +1,11 @@
 // Config validation (issue 2): each broken rule is refused with an fbt::Error naming the field.
+// Issue 11: every size is bounded (ModelLimits), so are the RoPE table and the parameter count, and
+// every real must be finite and in range; the error names the field and the value.
 #include <gtest/gtest.h>
 
 #include "fbt/model/model.hpp"
+
+#include <limits>
 
 using namespace fbt;
 
@@ -165,6 +169,77 @@ TEST(ModelConfig, ExplicitHeadDimNeedNotDivideWidth) {
   Model<double> m(c, 0);
   EXPECT_EQ(m.params.spec("model.layers.0.self_attn.q_proj.weight").shape, (Shape{64, 96}));
   EXPECT_EQ(m.params.spec("model.layers.0.self_attn.o_proj.weight").shape, (Shape{96, 64}));
+}
+
+TEST(ModelConfig, RefusesNonFiniteAndOutOfRangeReals) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  struct Case {
+    double ModelConfig::*field;
+    const char* name;
+    std::vector<double> bad;
+  };
+  const Case cases[] = {{&ModelConfig::rope_theta, "rope_theta", {nan, inf, -inf, 0.0, -1.0}},
+                        {&ModelConfig::rms_norm_eps, "rms_norm_eps", {nan, inf, 0.0, -1e-6, 2.0}},
+                        {&ModelConfig::gated_add_alpha, "gated_add_alpha", {nan, inf, -inf}},
+                        {&ModelConfig::initializer_range, "initializer_range", {nan, inf, 0.0, -0.02}},
+                        {&ModelConfig::z_loss, "z_loss", {nan, inf, -1e-4}}};
+  for (const auto& c : cases)
+    for (double v : c.bad) {
+      ModelConfig k;
+      k.*c.field = v;
+      expect_refused(k, c.name, std::isnan(v) ? "nan" : std::isinf(v) ? "inf" : "got");
+    }
+  ModelConfig ok;
+  ok.gated_add_alpha = -0.5, ok.rms_norm_eps = 1.0, ok.rope_theta = 1e7, ok.z_loss = 0.0;  // the edges that are legal
+  EXPECT_NO_THROW(ok.validate());
+}
+
+TEST(ModelConfig, BoundsEverySize) {
+  struct Case {
+    int ModelConfig::*field;
+    const char* name;
+    long long over;
+  };
+  const Case cases[] = {{&ModelConfig::vocab_size, "vocab_size", (1LL << 24) + 1},
+                        {&ModelConfig::hidden_size, "hidden_size", (1LL << 16) + 1},
+                        {&ModelConfig::num_hidden_layers, "num_hidden_layers", 4097},
+                        {&ModelConfig::num_attention_heads, "num_attention_heads", 4097},
+                        {&ModelConfig::num_key_value_heads, "num_key_value_heads", 4097},
+                        {&ModelConfig::head_dim, "head_dim", 4098},
+                        {&ModelConfig::intermediate_size, "intermediate_size", (1LL << 20) + 1},
+                        {&ModelConfig::max_position_embeddings, "max_position_embeddings", (1LL << 24) + 1},
+                        {&ModelConfig::num_hidden_layers, "num_hidden_layers", 1000000},
+                        {&ModelConfig::vocab_size, "vocab_size", 2000000000}};
+  for (const auto& c : cases) {
+    ModelConfig k;
+    k.*c.field = int(c.over);
+    expect_refused(k, c.name, "<= ");
+  }
+  ModelConfig k;
+  k.layer_intermediate_size = {384, 384, (1 << 20) + 1, 384};
+  expect_refused(k, "layer_intermediate_size[2]", "<= 1048576");
+  k = ModelConfig{};
+  k.layer_num_attention_heads = {4, 4, 4, 8192};
+  expect_refused(k, "layer_num_attention_heads[3]", "<= 4096");
+  // Within every field's bound, but too much together: the RoPE table, the parameter count.
+  k = ModelConfig{};
+  k.max_position_embeddings = 1 << 24, k.head_dim = 32;  // 2^29 table elements
+  expect_refused(k, "max_position_embeddings", "RoPE table");
+  k = ModelConfig{};
+  k.vocab_size = 1 << 24, k.hidden_size = 1 << 16, k.num_attention_heads = 512, k.num_key_value_heads = 512;  // 2^40 embedding
+  expect_refused(k, "parameters", "68719476736");
+  // The largest legal sizes of each field, one at a time, are valid.
+  for (int i = 0; i < 8; ++i) {
+    const Case& c = cases[i];
+    const std::string name = c.name;
+    ModelConfig m;
+    m.*c.field = int(c.over - 1 - (name == "head_dim" ? 1 : 0));  // (head_dim must be even)
+    if (name == "hidden_size") m.num_attention_heads = 16;        // head_dim 4096
+    if (name == "num_attention_heads") m.num_key_value_heads = 4096, m.head_dim = 2;
+    if (name == "num_key_value_heads") m.num_attention_heads = 4096, m.head_dim = 2;
+    if (name == "max_position_embeddings") m.hidden_size = 8;     // head_dim 2: a 2^25-element table
+    EXPECT_NO_THROW(m.validate()) << c.name;
+  }
 }
 
 }  // namespace

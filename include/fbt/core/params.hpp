@@ -4,12 +4,20 @@
 // initialisation, the weight-decay mask and the checkpoint tensor names (spec section 8: Hugging Face
 // Qwen3 names, matrices stored (out, in) like nn.Linear). Four identically laid out buffers hold the
 // values, the gradients and the two AdamW moments. Layers keep only offsets into it.
+// finalize() allocates the values only. The gradients and the AdamW moments are allocated, zeroed,
+// the first time anything asks for them (grads(), grad(), zero_grad(), adam_m(), adam_v(), const or
+// not; thread-safe), so training sees exactly what it saw when finalize allocated all four, and a model
+// that only runs forward (loaded for inference, decoded through a const model) never holds them.
 // Constants (RoPE tables) live in a fifth buffer: computed at declare time, never trained or saved.
+// A store in planning mode (plan_only()) records specs and constant sizes but allocates nothing: how
+// a loader learns the tensors a config implies before building the model (Model::plan).
 // Layers declare through a ParamRegistry, which scopes names (PyTorch's module prefixes): a layer says
 // "q_proj.weight" and the model decides it is "model.layers.3.self_attn.q_proj.weight".
 #pragma once
 
+#include <atomic>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -38,6 +46,31 @@ struct ParamSpec {
   bool decay;           ///< AdamW weight decay applies (matrices only)
 };
 
+namespace detail {
+/// The lock taken by the first allocation of a store's gradients or moments (rare: once per buffer).
+inline std::mutex& params_alloc_mutex() {
+  static std::mutex m;
+  return m;
+}
+/// An atomic flag that copies its value (so a ParamStore stays copyable and movable).
+struct CopyableFlag {
+  std::atomic<bool> v{false};
+  CopyableFlag() = default;
+  CopyableFlag(const CopyableFlag& o) : v(o.v.load(std::memory_order_acquire)) {}
+  CopyableFlag& operator=(const CopyableFlag& o) {
+    v.store(o.v.load(std::memory_order_acquire), std::memory_order_release);
+    return *this;
+  }
+};
+}  // namespace detail
+
+/// \brief A config's parameter layout, as a store in planning mode records it (Model::plan).
+struct ParamLayout {
+  std::vector<ParamSpec> specs;  ///< every tensor, in declaration order
+  std::size_t params = 0;        ///< elements over all tensors
+  std::size_t constants = 0;     ///< elements of the constant tables (RoPE)
+};
+
 template <class T> class ParamStore {
  public:
   /// Register a tensor; returns its offset. Call before finalize().
@@ -51,14 +84,27 @@ template <class T> class ParamStore {
     total_ += s.size;
     return s.offset;
   }
-  /// Allocate the four buffers (values, grads, AdamW m and v), all zero.
+  /// \brief Allocates the values, all zero. The gradients and the AdamW moments are allocated (zero)
+  /// when first asked for (see the file comment); a second finalize() zeroes them all again.
   void finalize() {
+    FBT_ASSERT(!planning_, "ParamStore::finalize on a store in planning mode (it only records a layout)");
     value_.assign(total_, T(0));
-    grad_.assign(total_, T(0));
-    m_.assign(total_, T(0));
-    v_.assign(total_, T(0));
+    {
+      std::lock_guard<std::mutex> g(detail::params_alloc_mutex());
+      grad_ = AlignedVector<T>(), m_ = AlignedVector<T>(), v_ = AlignedVector<T>();
+      grads_ready_.v.store(false), moments_ready_.v.store(false);
+    }
     finalized_ = true;
   }
+  /// \brief Planning mode: add() and add_constant() record the layout (specs, sizes, offsets) but no
+  /// buffer is allocated or filled, and finalize() is refused. Call on an empty store.
+  void plan_only() {
+    FBT_ASSERT(specs_.empty() && consts_total_ == 0 && !finalized_, "ParamStore::plan_only on a store already in use");
+    planning_ = true;
+  }
+  bool planning() const { return planning_; }
+  /// The layout recorded so far (specs, parameter and constant element counts).
+  ParamLayout layout() const { return ParamLayout{specs_, total_, consts_total_}; }
   /// Seeded initialisation of every tensor in registration order.
   void init(std::uint64_t seed) {
     FBT_ASSERT(finalized_, "ParamStore::init before finalize()");
@@ -86,22 +132,29 @@ template <class T> class ParamStore {
       }
     }
   }
-  void zero_grad() { std::fill(grad_.begin(), grad_.end(), T(0)); }
+  /// Sets every gradient to 0 (allocating the gradient buffer on first use).
+  void zero_grad() {
+    ensure_grads();
+    std::fill(grad_.begin(), grad_.end(), T(0));
+  }
 
   /// \brief A constant table of n elements filled by fill(T*), shared by every caller with the same key
   /// (e.g. one RoPE table per head size); returns its offset in constants(). Allowed before and after
   /// finalize (constants are not parameters: no gradient, no optimizer state, not in a checkpoint).
+  /// In planning mode only the size is recorded (fill is not called).
   std::size_t add_constant(const std::string& key, std::size_t n, const std::function<void(T*)>& fill) {
     auto it = const_index_.find(key);
     if (it != const_index_.end()) return it->second;
-    const std::size_t off = consts_.size();
+    const std::size_t off = consts_total_;
+    consts_total_ += n;
+    const_index_[key] = off;
+    if (planning_) return off;
     consts_.resize(off + n);
     fill(consts_.data() + off);
-    const_index_[key] = off;
     return off;
   }
   const T* constants() const { return consts_.data(); }
-  std::size_t constants_size() const { return consts_.size(); }
+  std::size_t constants_size() const { return consts_total_; }
 
   std::size_t size() const { return total_; }
   const std::vector<ParamSpec>& specs() const { return specs_; }
@@ -113,25 +166,77 @@ template <class T> class ParamStore {
   }
   T* value(const std::string& n) { return value_.data() + spec(n).offset; }
   const T* value(const std::string& n) const { return value_.data() + spec(n).offset; }
-  T* grad(const std::string& n) { return grad_.data() + spec(n).offset; }
+  T* grad(const std::string& n) { return grads() + spec(n).offset; }
 
-  // The flat buffers (size()).
+  // The flat buffers (size()). The gradient and moment accessors allocate on first use (zeroed).
   T* values() { return value_.data(); }
   const T* values() const { return value_.data(); }
-  T* grads() { return grad_.data(); }
-  const T* grads() const { return grad_.data(); }
-  T* adam_m() { return m_.data(); }
-  const T* adam_m() const { return m_.data(); }
-  T* adam_v() { return v_.data(); }
-  const T* adam_v() const { return v_.data(); }
+  T* grads() {
+    ensure_grads();
+    return grad_.data();
+  }
+  const T* grads() const {
+    ensure_grads();
+    return grad_.data();
+  }
+  T* adam_m() {
+    ensure_moments();
+    return m_.data();
+  }
+  const T* adam_m() const {
+    ensure_moments();
+    return m_.data();
+  }
+  T* adam_v() {
+    ensure_moments();
+    return v_.data();
+  }
+  const T* adam_v() const {
+    ensure_moments();
+    return v_.data();
+  }
   long step = 0;  ///< AdamW step counter t (number of updates applied)
+
+  /// True once the gradient buffer exists (something asked for it since finalize()).
+  bool has_grads() const { return grads_ready_.v.load(std::memory_order_acquire); }
+  /// True once the AdamW moment buffers exist.
+  bool has_moments() const { return moments_ready_.v.load(std::memory_order_acquire); }
+  /// \brief Bytes the store holds: values, gradients and moments (when allocated) and constants.
+  std::size_t allocated_bytes() const {
+    std::size_t n = value_.capacity() + consts_.capacity();
+    if (has_grads()) n += grad_.capacity();
+    if (has_moments()) n += m_.capacity() + v_.capacity();
+    return n * sizeof(T);
+  }
 
  private:
   std::vector<ParamSpec> specs_;
   std::unordered_map<std::string, std::size_t> index_;
+  /// Allocates the gradients (zero) once, under a lock; nothing before finalize() (the layout may grow).
+  void ensure_grads() const {
+    if (grads_ready_.v.load(std::memory_order_acquire) || !finalized_) return;
+    std::lock_guard<std::mutex> g(detail::params_alloc_mutex());
+    if (grads_ready_.v.load(std::memory_order_relaxed)) return;
+    grad_.assign(total_, T(0));
+    grads_ready_.v.store(true, std::memory_order_release);
+  }
+  /// Allocates both AdamW moments (zero) once, under a lock.
+  void ensure_moments() const {
+    if (moments_ready_.v.load(std::memory_order_acquire) || !finalized_) return;
+    std::lock_guard<std::mutex> g(detail::params_alloc_mutex());
+    if (moments_ready_.v.load(std::memory_order_relaxed)) return;
+    m_.assign(total_, T(0));
+    v_.assign(total_, T(0));
+    moments_ready_.v.store(true, std::memory_order_release);
+  }
+
   std::size_t total_ = 0;
+  std::size_t consts_total_ = 0;  // elements of the constant tables (== consts_.size() unless planning)
   bool finalized_ = false;
-  AlignedVector<T> value_, grad_, m_, v_;
+  bool planning_ = false;
+  AlignedVector<T> value_;
+  mutable AlignedVector<T> grad_, m_, v_;  // allocated on first use (ensure_grads / ensure_moments)
+  mutable detail::CopyableFlag grads_ready_, moments_ready_;
   AlignedVector<T> consts_;
   std::unordered_map<std::string, std::size_t> const_index_;
 };

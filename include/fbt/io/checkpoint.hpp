@@ -4,10 +4,16 @@
 // model.feedback.* for the fuser), matrices (out, in) as nn.Linear stores them, in F32 for Model<float>
 // and F64 for Model<double>, with __metadata__ {"format": "pt", "config": <config JSON>} so the file is
 // self-describing. A baseline (fuser none) checkpoint is thus a plain Qwen3 state dict.
-// Loading builds the model from that config and refuses (fbt::Error naming the file and the tensor or
-// field) a dtype or shape that does not match, unknown or missing tensors, non-finite values, and an
-// lm_head.weight in a tied model unless it equals the embedding exactly. F32, F64, BF16 and F16 data
-// are accepted and converted to T.
+// Loading checks before it allocates: the file is read by read_safetensors (mapped, bounded, tiled);
+// "format" must be "pt" and the config complete and within ModelLimits (config_from_json); then the
+// tensors the config implies (Model::plan, computed without allocating them) are compared with the
+// file's entries and data size, and the constant tables with the parameters, before the model is
+// built. So a small file that claims a huge model is refused in milliseconds with a line naming the
+// file and the field, never a bad_alloc. Loading refuses (fbt::Error naming the file and the tensor
+// or field) a dtype or shape that does not match, unknown or missing tensors, non-finite values, and
+// an lm_head.weight in a tied model unless it equals the embedding exactly. F32, F64, BF16 and F16
+// data are accepted and converted to T, straight from the mapped file into the model (load_model
+// builds a model whose gradients and optimizer moments are never allocated unless training asks).
 // The training state (AdamW moments and step, plus whatever the trainer adds: schedule position, RNG
 // states, data position) is a second file, restored bit for bit. All writes are atomic (tmp + rename).
 #pragma once
@@ -17,9 +23,11 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <new>
 #include <set>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "../model/model.hpp"
@@ -75,7 +83,7 @@ inline std::string ckpt_num(double v) {
 /// Converts entry e of f into dst (numel(e.shape) elements of T), refusing a dtype fbt does not load
 /// and any value that is not finite in the file or after rounding to T.
 template <class T> void ckpt_read_tensor(const SafetensorsFile& f, const SafetensorsEntry& e, T* dst, const char* fn) {
-  const std::string who = "tensor \"" + e.name + "\": ";
+  const std::string who = "tensor \"" + st_name(e.name) + "\": ";
   if (e.dtype != "F32" && e.dtype != "F64" && e.dtype != "BF16" && e.dtype != "F16")
     ckpt_fail(fn, f.path, who + "dtype " + e.dtype + " is not one fbt loads (F32, F64, BF16, F16)");
   const std::size_t n = std::size_t(numel(e.shape));
@@ -89,64 +97,133 @@ template <class T> void ckpt_read_tensor(const SafetensorsFile& f, const Safeten
   }
 }
 
-/// The config a checkpoint carries in __metadata__ (refuses a wrong format, a missing or invalid config).
+/// True for the dtypes a model loads (converted to T).
+inline bool ckpt_float_dtype(const std::string& d) { return d == "F32" || d == "F64" || d == "BF16" || d == "F16"; }
+
+/// The config a checkpoint carries in __metadata__ (refuses a missing or wrong format, a missing or
+/// invalid config).
 inline ModelConfig ckpt_config(const SafetensorsFile& f, const char* fn) {
   auto fm = f.metadata.find("format");
-  if (fm != f.metadata.end() && fm->second != "pt")
-    ckpt_fail(fn, f.path, "__metadata__ field \"format\" is \"" + fm->second + "\", expected \"pt\" (a model checkpoint)");
+  if (fm == f.metadata.end())
+    ckpt_fail(fn, f.path, "__metadata__ has no \"format\" field, expected \"pt\" (a model checkpoint states its format)");
+  if (fm->second != "pt")
+    ckpt_fail(fn, f.path, "__metadata__ field \"format\" is \"" + excerpt(fm->second) + "\", expected \"pt\" (a model checkpoint)");
   auto c = f.metadata.find("config");
   if (c == f.metadata.end()) ckpt_fail(fn, f.path, "__metadata__ has no \"config\" field (not an fbt checkpoint?)");
   const std::string where = std::string("fbt::") + fn + ": '" + f.path + "': __metadata__ field \"config\"";
   return config_from_json(parse_json_strict(c->second, where), where);
 }
 
-/// Loads f's tensors into m.params after checking all of them; m is unchanged if anything is refused.
-template <class M> void ckpt_load_params(const SafetensorsFile& f, M& m, const char* fn) {
+/// The RoPE and other constant tables a model builds are not in the file: at most this many elements,
+/// or as many as the file's parameters, whichever is larger (docs/file-formats.md).
+constexpr std::size_t kCkptMinConstantBudget = std::size_t(1) << 22;
+
+/// \brief Checks a file's tensors against the layout a config implies (Model::plan), before anything of
+/// the model's size is allocated: the constant tables may not be larger than allowed above; every
+/// tensor in the file must be planned, with the planned shape and a dtype fbt loads (but an
+/// lm_head.weight of the embedding's shape in a tied model); the data section must hold at least 2
+/// bytes per parameter (the narrowest dtype fbt loads: the error names the config's sizes); and no
+/// planned tensor may be missing.
+/// (check_constants false: the model exists already, load_model_into.)
+inline void ckpt_check_layout(const SafetensorsFile& f, const ParamLayout& plan, const ModelConfig& cfg, const char* fn,
+                              bool check_constants = true) {
+  auto fail = [&](const std::string& what) { ckpt_fail(fn, f.path, what); };
+  if (check_constants && plan.constants > std::max(kCkptMinConstantBudget, plan.params))
+    fail("the config's constant tables (RoPE: max_position_embeddings " + std::to_string(cfg.max_position_embeddings) + " x head_dim " +
+         std::to_string(cfg.hs()) + ") take " + std::to_string(plan.constants) + " elements, more than the model's " +
+         std::to_string(plan.params) + " parameters and than " + std::to_string(kCkptMinConstantBudget) +
+         " (lower max_position_embeddings)");
+  std::unordered_map<std::string, const ParamSpec*> by_name;
+  by_name.reserve(plan.specs.size());
+  for (const auto& s : plan.specs) by_name.emplace(s.name, &s);
+  const ParamSpec* emb = nullptr;
+  {
+    auto it = by_name.find("model.embed_tokens.weight");
+    if (it != by_name.end()) emb = it->second;
+  }
+  std::size_t matched = 0;
+  for (const auto& e : f.tensors) {
+    const std::string who = "tensor \"" + st_name(e.name) + "\": ";
+    auto it = by_name.find(e.name);
+    if (it == by_name.end()) {
+      if (e.name == "lm_head.weight" && cfg.tie_word_embeddings && emb) {  // allowed only as a copy of the embedding (checked on load)
+        if (e.shape != emb->shape)
+          fail("tensor \"lm_head.weight\": shape " + excerpt(st_shape_str(e.shape), 128) + " in a tied model, expected the embedding's " +
+               st_shape_str(emb->shape));
+        if (!ckpt_float_dtype(e.dtype)) fail(who + "dtype " + e.dtype + " is not one fbt loads (F32, F64, BF16, F16)");
+        continue;
+      }
+      fail(who + "unknown tensor (the model built from the config has no such parameter)");
+    }
+    const ParamSpec& s = *it->second;
+    if (e.shape != s.shape)
+      fail(who + "shape " + excerpt(st_shape_str(e.shape), 128) + " in the file, expected " + st_shape_str(s.shape) + " from the config");
+    if (!ckpt_float_dtype(e.dtype)) fail(who + "dtype " + e.dtype + " is not one fbt loads (F32, F64, BF16, F16)");
+    ++matched;
+  }
+  const std::uint64_t need = 2 * std::uint64_t(plan.params);
+  if (f.data.size() < need)
+    fail("the config (vocab_size " + std::to_string(cfg.vocab_size) + ", hidden_size " + std::to_string(cfg.hidden_size) +
+         ", num_hidden_layers " + std::to_string(cfg.num_hidden_layers) + ", intermediate_size " + std::to_string(cfg.intermediate_size) +
+         ") implies " + std::to_string(plan.params) + " parameters, at least " + std::to_string(need) +
+         " bytes of tensor data, but the file holds " + std::to_string(f.data.size()));
+  if (matched != plan.specs.size()) {
+    std::vector<const ParamSpec*> missing;
+    for (const auto& s : plan.specs)
+      if (!f.find(s.name)) missing.push_back(&s);
+    if (!missing.empty())
+      fail("missing tensor \"" + missing[0]->name + "\" (shape " + st_shape_str(missing[0]->shape) + " from the config)" +
+           (missing.size() > 1 ? " (and " + std::to_string(missing.size() - 1) + " more)" : std::string()));
+  }
+}
+
+/// Loads f's tensors into m.params after ckpt_check_layout accepted them. With `stage`, the values are
+/// converted into a copy first and m is unchanged if anything is refused (load_model_into); without,
+/// they are converted straight into m (a model that load_model throws away on a refusal), and each
+/// tensor's pages of a mapped file are released once converted, so the load peaks near one copy.
+template <class M> void ckpt_load_params(const SafetensorsFile& f, M& m, const char* fn, bool stage) {
   using T = typename M::Scalar;
   auto fail = [&](const std::string& what) { ckpt_fail(fn, f.path, what); };
   ParamStore<T>& ps = m.params;
-  AlignedVector<T> staged(ps.size());
-  std::set<std::string> seen;
+  AlignedVector<T> staged;
+  if (stage) staged.resize(ps.size());
+  T* dst = stage ? staged.data() : ps.values();
   const SafetensorsEntry* tied_head = nullptr;
   for (const auto& e : f.tensors) {
     if (!ps.has(e.name)) {
-      if (e.name == "lm_head.weight" && m.cfg.tie_word_embeddings) {  // allowed only as a copy of the embedding
-        tied_head = &e;
-        continue;
-      }
-      fail("tensor \"" + e.name + "\": unknown tensor (the model built from the config has no such parameter)");
+      tied_head = &e;  // ckpt_check_layout allowed it: lm_head.weight of a tied model
+      continue;
     }
-    const ParamSpec& s = ps.spec(e.name);
-    if (e.shape != s.shape)
-      fail("tensor \"" + e.name + "\": shape " + st_shape_str(e.shape) + " in the file, expected " + st_shape_str(s.shape) +
-           " from the config");
-    ckpt_read_tensor(f, e, staged.data() + s.offset, fn);
-    seen.insert(e.name);
+    ckpt_read_tensor(f, e, dst + ps.spec(e.name).offset, fn);
+    if (!stage) f.release(e);
   }
-  std::vector<std::string> missing;
-  for (const auto& s : ps.specs())
-    if (!seen.count(s.name)) missing.push_back(s.name);
-  if (!missing.empty())
-    fail("missing tensor \"" + missing[0] + "\"" +
-         (missing.size() > 1 ? " (and " + std::to_string(missing.size() - 1) + " more)" : std::string()));
   if (tied_head) {
     // A tied model has no lm_head: a file may carry one (HF writes it sometimes) only as an exact copy.
     const ParamSpec& es = ps.spec("model.embed_tokens.weight");
     const SafetensorsEntry* emb = f.find(es.name);
-    if (tied_head->shape != es.shape)
-      fail("tensor \"lm_head.weight\": shape " + st_shape_str(tied_head->shape) + " in a tied model, expected the embedding's " +
-           st_shape_str(es.shape));
-    std::vector<double> a(es.size), b(es.size);
-    if (tied_head->dtype != "F32" && tied_head->dtype != "F64" && tied_head->dtype != "BF16" && tied_head->dtype != "F16")
-      fail("tensor \"lm_head.weight\": dtype " + tied_head->dtype + " is not one fbt loads (F32, F64, BF16, F16)");
-    st_convert(tied_head->dtype, f.bytes(*tied_head), es.size, a.data());
-    st_convert(emb->dtype, f.bytes(*emb), es.size, b.data());
-    for (std::size_t i = 0; i < es.size; ++i)
-      if (std::memcmp(&a[i], &b[i], sizeof(double)) != 0)
-        fail("tensor \"lm_head.weight\": the config ties the embeddings (tie_word_embeddings true) but lm_head.weight differs from "
-             "model.embed_tokens.weight at index " + ckpt_index_str(i, es.shape) + " (" + ckpt_num(a[i]) + " vs " + ckpt_num(b[i]) + ")");
+    const std::size_t chunk = 4096;  // compared in chunks: no copy of the whole matrix
+    double a[chunk], b[chunk];
+    for (std::size_t i0 = 0; i0 < es.size; i0 += chunk) {
+      const std::size_t n = std::min(chunk, es.size - i0);
+      st_convert(tied_head->dtype, f.bytes(*tied_head) + i0 * safetensors_dtype_size(tied_head->dtype), n, a);
+      st_convert(emb->dtype, f.bytes(*emb) + i0 * safetensors_dtype_size(emb->dtype), n, b);
+      for (std::size_t i = 0; i < n; ++i)
+        if (std::memcmp(&a[i], &b[i], sizeof(double)) != 0)
+          fail("tensor \"lm_head.weight\": the config ties the embeddings (tie_word_embeddings true) but lm_head.weight differs from "
+               "model.embed_tokens.weight at index " + ckpt_index_str(i0 + i, es.shape) + " (" + ckpt_num(a[i]) + " vs " + ckpt_num(b[i]) + ")");
+    }
+    if (!stage) f.release(*tied_head), f.release(*emb);
   }
-  std::copy(staged.begin(), staged.end(), ps.values());
+  if (stage) std::copy(staged.begin(), staged.end(), ps.values());
+}
+
+/// Runs body() and turns a std::bad_alloc into an fbt::Error naming the file.
+template <class F> auto ckpt_guard(const char* fn, const std::string& path, F&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    ckpt_fail(fn, path, "out of memory while loading the checkpoint");
+  }
 }
 
 }  // namespace detail
@@ -154,49 +231,66 @@ template <class M> void ckpt_load_params(const SafetensorsFile& f, M& m, const c
 /// \brief The model config a checkpoint file carries in its __metadata__: what a program reads to choose
 /// the model type (fbt::with_model) before loading the file with load_model<M>.
 inline ModelConfig read_model_config(const std::string& path) {
-  const SafetensorsFile f = read_safetensors(path);
-  return detail::ckpt_config(f, "read_model_config");
+  const char* fn = "read_model_config";
+  return detail::ckpt_guard(fn, path, [&] {
+    const SafetensorsFile f = read_safetensors(path);
+    return detail::ckpt_config(f, fn);
+  });
 }
 
 /// \brief Loads a checkpoint into an existing model whose config must equal the file's.
 /// Refuses (fbt::Error naming the file and the field) a config that differs in any field, then checks
-/// the tensors as load_model does. On any refusal `m` is left unchanged.
+/// the tensors as load_model does. On any refusal `m` is left unchanged (the values are converted into
+/// a copy first).
 template <class M> void load_model_into(const std::string& path, M& m) {
   const char* fn = "load_model_into";
-  const SafetensorsFile f = read_safetensors(path);
-  const ModelConfig cfg = detail::ckpt_config(f, fn);
-  const nlohmann::json a = to_json(cfg), b = to_json(m.cfg);
-  for (auto it = b.begin(); it != b.end(); ++it) {
-    const auto other = a.find(it.key());
-    const std::string in_file = other == a.end() ? std::string("absent") : other->dump();
-    if (other == a.end() || *other != it.value())
-      detail::ckpt_fail(fn, path, "config field \"" + it.key() + "\" is " + in_file + " in the file but " + it.value().dump() +
-                                      " in the model");
-  }
-  for (auto it = a.begin(); it != a.end(); ++it)
-    if (!b.contains(it.key()))
-      detail::ckpt_fail(fn, path, "config field \"" + it.key() + "\" is " + it.value().dump() + " in the file but absent in the model");
-  detail::ckpt_load_params(f, m, fn);
+  detail::ckpt_guard(fn, path, [&] {
+    const SafetensorsFile f = read_safetensors(path);
+    const ModelConfig cfg = detail::ckpt_config(f, fn);
+    const nlohmann::json a = to_json(cfg), b = to_json(m.cfg);
+    for (auto it = b.begin(); it != b.end(); ++it) {
+      const auto other = a.find(it.key());
+      const std::string in_file = other == a.end() ? std::string("absent") : detail::json_brief(*other);
+      if (other == a.end() || *other != it.value())
+        detail::ckpt_fail(fn, path, "config field \"" + it.key() + "\" is " + in_file + " in the file but " + detail::json_brief(it.value()) +
+                                        " in the model");
+    }
+    for (auto it = a.begin(); it != a.end(); ++it)
+      if (!b.contains(it.key()))
+        detail::ckpt_fail(fn, path, "config field \"" + it.key() + "\" is " + detail::json_brief(it.value()) + " in the file but absent in the model");
+    detail::ckpt_check_layout(f, m.params.layout(), m.cfg, fn, /*check_constants=*/false);
+    detail::ckpt_load_params(f, m, fn, /*stage=*/true);
+  });
 }
 
 /// \brief Builds a model from the config in a checkpoint's metadata and loads its tensors.
 /// \tparam M the model type (its scalar float or double; F32, F64, BF16 and F16 tensors are converted to
 /// it); the file's fuser must be M's (fbt::with_model picks the type a file's config names).
 ///
+/// Everything is checked before the model is built (see the file comment); the tensors are converted
+/// from the mapped file straight into the model, whose gradient and optimizer buffers are not
+/// allocated (ParamStore allocates them on first use), so loading peaks near the size of the
+/// parameters plus, at most, the file.
 /// Refuses, with an fbt::Error naming the file and the tensor or field: anything read_safetensors
-/// refuses; a "format" other than "pt"; a missing or invalid config; a tensor whose dtype is not
+/// refuses; a missing "format" or one other than "pt"; a missing, incomplete or invalid config (bounds
+/// and finiteness: ModelConfig::validate); a data section smaller than the config's parameters need; a
+/// RoPE table larger than the parameters (and over 4,194,304 elements); a tensor whose dtype is not
 /// floating-point or whose shape differs from the config's (expected and found shapes); an unknown
 /// tensor; a missing tensor; a non-finite value (or one that overflows T), with its index; an
-/// lm_head.weight in a tied model that is not exactly the embedding (an equal one is ignored).
+/// lm_head.weight in a tied model that is not exactly the embedding (an equal one is ignored); running
+/// out of memory.
 template <class M> M load_model(const std::string& path) {
   const char* fn = "load_model";
-  const SafetensorsFile f = read_safetensors(path);
-  const ModelConfig cfg = detail::ckpt_config(f, fn);
-  if (cfg.fuser != M::Fuser::name)
-    detail::ckpt_fail(fn, path, "the file's fuser is \"" + cfg.fuser + "\" but the model type's is \"" + M::Fuser::name + "\"");
-  M m(cfg, 0);
-  detail::ckpt_load_params(f, m, fn);
-  return m;
+  return detail::ckpt_guard(fn, path, [&]() -> M {
+    const SafetensorsFile f = read_safetensors(path);
+    const ModelConfig cfg = detail::ckpt_config(f, fn);
+    if (cfg.fuser != M::Fuser::name)
+      detail::ckpt_fail(fn, path, "the file's fuser is \"" + cfg.fuser + "\" but the model type's is \"" + M::Fuser::name + "\"");
+    detail::ckpt_check_layout(f, M::plan(cfg), cfg, fn);  // before anything of the model's size exists
+    M m(cfg, 0);
+    detail::ckpt_load_params(f, m, fn, /*stage=*/false);
+    return m;
+  });
 }
 
 /// \brief Saves the AdamW state of `ps` (atomic): tensors "adam_m.<name>" and "adam_v.<name>" for every
@@ -216,46 +310,40 @@ void save_train_state(const std::string& path, const ParamStore<T>& ps, const st
   save_safetensors(path, t, meta);
 }
 
-/// \brief Restores the AdamW moments and step of `ps` bit for bit; returns the file's whole metadata
-/// (including "format", "step" and the trainer's extra keys).
-///
-/// Refuses, with an fbt::Error naming the file and the tensor or field: anything read_safetensors
-/// refuses; a "format" other than "fbt-train-state"; a missing or non-integer "step"; a tensor that is
-/// not adam_m/adam_v of a parameter of `ps`, has a dtype other than T's or a different shape; a missing
-/// moment; a non-finite moment or a negative second moment. On any refusal `ps` is left unchanged.
-template <class T> std::map<std::string, std::string> load_train_state(const std::string& path, ParamStore<T>& ps) {
-  const char* fn = "load_train_state";
+namespace detail {
+template <class T> std::map<std::string, std::string> load_train_state_impl(const std::string& path, ParamStore<T>& ps, const char* fn) {
   auto fail = [&](const std::string& what) { detail::ckpt_fail(fn, path, what); };
   const SafetensorsFile f = read_safetensors(path);
   auto fm = f.metadata.find("format");
   if (fm == f.metadata.end() || fm->second != "fbt-train-state")
-    fail("__metadata__ field \"format\" is " + (fm == f.metadata.end() ? std::string("missing") : "\"" + fm->second + "\"") +
+    fail("__metadata__ field \"format\" is " + (fm == f.metadata.end() ? std::string("missing") : "\"" + excerpt(fm->second) + "\"") +
          ", expected \"fbt-train-state\"");
   auto st = f.metadata.find("step");
   if (st == f.metadata.end()) fail("__metadata__ has no \"step\" field");
   const std::string& sv = st->second;
   if (sv.empty() || sv.size() > 18 || sv.find_first_not_of("0123456789") != std::string::npos)
-    fail("__metadata__ field \"step\" is \"" + sv + "\", expected a non-negative integer");
+    fail("__metadata__ field \"step\" is \"" + excerpt(sv) + "\", expected a non-negative integer");
   const long step = std::stol(sv);
 
   AlignedVector<T> m(ps.size()), v(ps.size());
   std::set<std::string> seen;
   for (const auto& e : f.tensors) {
+    const std::string who = "tensor \"" + st_name(e.name) + "\": ";
     const bool is_m = e.name.rfind("adam_m.", 0) == 0, is_v = e.name.rfind("adam_v.", 0) == 0;
     const std::string pname = (is_m || is_v) ? e.name.substr(7) : std::string();
     if (pname.empty() || !ps.has(pname))
-      fail("tensor \"" + e.name + "\": unknown tensor (expected adam_m.<name> / adam_v.<name> of the model's parameters)");
+      fail(who + "unknown tensor (expected adam_m.<name> / adam_v.<name> of the model's parameters)");
     const ParamSpec& s = ps.spec(pname);
     if (e.dtype != safetensors_dtype<T>())
-      fail("tensor \"" + e.name + "\": dtype " + e.dtype + ", expected " + safetensors_dtype<T>() + " (moments are restored bit for bit)");
+      fail(who + "dtype " + e.dtype + ", expected " + safetensors_dtype<T>() + " (moments are restored bit for bit)");
     if (e.shape != s.shape)
-      fail("tensor \"" + e.name + "\": shape " + detail::st_shape_str(e.shape) + " in the file, expected " + detail::st_shape_str(s.shape));
+      fail(who + "shape " + detail::st_shape_str(e.shape) + " in the file, expected " + detail::st_shape_str(s.shape));
     T* dst = (is_m ? m.data() : v.data()) + s.offset;
     detail::ckpt_read_tensor(f, e, dst, fn);
     if (is_v)
       for (std::size_t i = 0; i < s.size; ++i)
         if (dst[i] < T(0))
-          fail("tensor \"" + e.name + "\": negative second moment " + detail::ckpt_num(double(dst[i])) + " at index " +
+          fail(who + "negative second moment " + detail::ckpt_num(double(dst[i])) + " at index " +
                detail::ckpt_index_str(i, s.shape));
     seen.insert(e.name);
   }
@@ -266,6 +354,20 @@ template <class T> std::map<std::string, std::string> load_train_state(const std
   std::copy(v.begin(), v.end(), ps.adam_v());
   ps.step = step;
   return f.metadata;
+}
+}  // namespace detail
+
+
+/// \brief Restores the AdamW moments and step of `ps` bit for bit; returns the file's whole metadata
+/// (including "format", "step" and the trainer's extra keys).
+///
+/// Refuses, with an fbt::Error naming the file and the tensor or field: anything read_safetensors
+/// refuses; a "format" other than "fbt-train-state"; a missing or non-integer "step"; a tensor that is
+/// not adam_m/adam_v of a parameter of `ps`, has a dtype other than T's or a different shape; a missing
+/// moment; a non-finite moment or a negative second moment. On any refusal `ps` is left unchanged.
+template <class T> std::map<std::string, std::string> load_train_state(const std::string& path, ParamStore<T>& ps) {
+  const char* fn = "load_train_state";
+  return detail::ckpt_guard(fn, path, [&] { return detail::load_train_state_impl(path, ps, fn); });
 }
 
 }  // namespace fbt

@@ -5,8 +5,14 @@
 // (STYLE 2.5). to_json writes every field (head_dim resolved to its actual value) and a few HF keys
 // (model_type, hidden_act, attention_bias, and for a plain Qwen3 model `architectures`) so that a
 // baseline config reads like a Qwen3 config.json. config_from_json is strict: a wrong type, an unknown
-// key or a value that validate() refuses is an fbt::Error naming the field and the source. HF keys that
-// fbt does not use are accepted from a fixed allow-list (hf_ignored_keys()); the ones that would change
+// key or a value that validate() refuses is an fbt::Error naming the field and the source, quoting at
+// most a bounded excerpt of the value. A key that changes the model (every field to_json writes,
+// model_config_required_keys()) must be present: an absent one is an error naming it, never a silent
+// default. Optional: feedback_layer (needed only with feedback_source "layer") and the layer_* lists
+// (absent = uniform stack). The one compatibility path is a Hugging Face Qwen3 config.json (model_type
+// "qwen3", no fuser or fuser "none"): it must carry HF's own keys (qwen3_required_keys()) and gets
+// fbt's meaning for those HF does not have (qwen3_defaults(), docs/file-formats.md). HF keys that fbt
+// does not use are accepted from a fixed allow-list (hf_ignored_keys()); the ones that would change
 // the computation (hidden_act, attention_bias, rope_scaling, use_sliding_window, layer_types) are
 // accepted only with the value fbt implements.
 #pragma once
@@ -14,6 +20,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -31,6 +38,40 @@ inline const std::vector<std::string>& hf_ignored_keys() {
       "transformers_version", "use_cache", "sliding_window", "use_sliding_window", "max_window_layers",
       "rope_scaling",  "layer_types",  "_name_or_path"};
   return keys;
+}
+
+/// \brief The keys an fbt config (model_type "fbt" or absent) must carry: every field to_json always
+/// writes, since each of them changes the model or its training (head_dim may be null, meaning
+/// hidden_size / num_attention_heads).
+inline const std::vector<std::string>& model_config_required_keys() {
+  static const std::vector<std::string> keys = {
+      "vocab_size",        "hidden_size",     "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+      "head_dim",          "intermediate_size", "max_position_embeddings", "rope_theta",   "rms_norm_eps",
+      "tie_word_embeddings", "qk_norm",       "initializer_range", "z_loss",              "doc_attention",
+      "fuser",             "feedback_source", "input_norm",        "glu_init",            "gated_add_alpha"};
+  return keys;
+}
+
+/// \brief The keys a Hugging Face Qwen3 config.json (model_type "qwen3") must carry: the HF keys that
+/// change the forward. (Absent HF keys whose only value fbt implements, hidden_act "silu",
+/// attention_bias false, rope_scaling null, use_sliding_window false, take that value, as in HF.)
+inline const std::vector<std::string>& qwen3_required_keys() {
+  static const std::vector<std::string> keys = {
+      "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+      "intermediate_size", "max_position_embeddings", "rope_theta", "rms_norm_eps", "tie_word_embeddings"};
+  return keys;
+}
+
+/// \brief What a Hugging Face Qwen3 config gets for the fbt keys it does not have (each may also be
+/// given): a plain Qwen3 decoder, fuser "none", qk_norm true (Qwen3 always normalises q and k),
+/// z_loss 0, doc_attention "masked" (fbt's default), initializer_range 0.02 (HF's default),
+/// feedback_source "post_final_norm", input_norm "all", glu_init "default", gated_add_alpha 0.1 (the
+/// last four are unused without a fuser).
+inline ModelConfig qwen3_defaults() {
+  ModelConfig c;
+  c.fuser = "none", c.qk_norm = true, c.z_loss = 0.0, c.doc_attention = "masked", c.initializer_range = 0.02;
+  c.feedback_source = "post_final_norm", c.input_norm = "all", c.glu_init = "default", c.gated_add_alpha = 0.1;
+  return c;
 }
 
 /// \brief The config as a JSON object: every ModelConfig field under its member name (head_dim
@@ -75,39 +116,49 @@ inline nlohmann::json to_json(const ModelConfig& c) {
 /// \brief nlohmann's ADL hook, so that `nlohmann::json j = cfg;` works.
 inline void to_json(nlohmann::json& j, const ModelConfig& c) { j = to_json(c); }
 
-/// \brief Reads a config from a JSON object; fields that are absent keep ModelConfig's defaults.
+/// \brief Reads a config from a JSON object.
 /// \param where names the source in errors (a file, or "'ckpt.safetensors': __metadata__.config")
 ///
-/// Refuses, with an fbt::Error naming the field and `where`: a non-object; a field of the wrong type
-/// (integers must be integers, reals any number, flags booleans, knobs strings; head_dim may be null
-/// = default); an unknown key not in hf_ignored_keys(); hidden_act other than "silu", attention_bias
-/// true, a non-null rope_scaling, use_sliding_window true, layer_types other than "full_attention",
-/// model_type other than "fbt"/"qwen3"; and anything validate() refuses. A config with model_type
-/// "qwen3" and no "fuser" key (a Hugging Face Qwen3 config.json) gets fuser "none".
+/// Refuses, with an fbt::Error naming the field and `where`: a non-object; a missing key of
+/// model_config_required_keys() (or, for a Hugging Face Qwen3 config, of qwen3_required_keys()); a
+/// feedback_source "layer" without feedback_layer; a field of the wrong type (integers must be
+/// integers, reals any number, flags booleans, knobs strings; head_dim may be null = hidden_size /
+/// num_attention_heads); an unknown key not in hf_ignored_keys(); hidden_act other than "silu",
+/// attention_bias true, a non-null rope_scaling, use_sliding_window true, layer_types other than
+/// "full_attention", model_type other than "fbt"/"qwen3"; and anything validate() refuses (bounds,
+/// non-finite reals). A config with model_type "qwen3" and no fuser (or fuser "none") is read as a
+/// Hugging Face Qwen3 config.json: qwen3_defaults() gives the keys HF does not have.
 inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& where) {
+  using detail::excerpt;
+  using detail::json_brief;
   auto fail = [&](const std::string& field, const std::string& what) -> void {
-    throw Error(where + ": model config field \"" + field + "\": " + what);
+    throw Error(where + ": model config field \"" + excerpt(field, 64) + "\": " + what);
   };
   if (!j.is_object()) throw Error(where + ": model config must be a JSON object, got " + std::string(j.type_name()));
-  ModelConfig c;
+  // A Hugging Face Qwen3 config (model_type "qwen3") without a feedback fuser: the compatibility path.
+  const auto mt = j.find("model_type"), fz = j.find("fuser");
+  const bool hf_qwen3 = mt != j.end() && *mt == "qwen3" && (fz == j.end() || *fz == "none");
+  ModelConfig c = hf_qwen3 ? qwen3_defaults() : ModelConfig{};
   auto get_int = [&](const std::string& k, const nlohmann::json& v, int& dst) {
-    if (!v.is_number_integer()) fail(k, std::string("must be an integer, got ") + v.type_name() + " " + v.dump());
+    if (!v.is_number_integer()) fail(k, std::string("must be an integer, got ") + v.type_name() + " " + json_brief(v));
     if (v.is_number_unsigned() ? v.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<int>::max())
                                : (v.get<std::int64_t>() > std::numeric_limits<int>::max() ||
                                   v.get<std::int64_t>() < std::numeric_limits<int>::min()))
-      fail(k, "integer " + v.dump() + " is out of range");
+      fail(k, "integer " + json_brief(v) + " is out of range");
     dst = int(v.get<std::int64_t>());
   };
   auto get_real = [&](const std::string& k, const nlohmann::json& v, double& dst) {
-    if (!v.is_number()) fail(k, std::string("must be a number, got ") + v.type_name() + " " + v.dump());
+    if (!v.is_number()) fail(k, std::string("must be a number, got ") + v.type_name() + " " + json_brief(v));
     dst = v.get<double>();
   };
   auto get_bool = [&](const std::string& k, const nlohmann::json& v, bool& dst) {
-    if (!v.is_boolean()) fail(k, std::string("must be true or false, got ") + v.type_name() + " " + v.dump());
+    if (!v.is_boolean()) fail(k, std::string("must be true or false, got ") + v.type_name() + " " + json_brief(v));
     dst = v.get<bool>();
   };
   auto get_ints = [&](const std::string& k, const nlohmann::json& v, std::vector<int>& dst) {
     if (!v.is_array()) fail(k, std::string("must be an array of integers (one per layer), got ") + v.type_name());
+    if (v.size() > std::size_t(ModelLimits::max_hidden_layers))
+      fail(k, "has " + std::to_string(v.size()) + " entries, more than the " + std::to_string(ModelLimits::max_hidden_layers) + " layers fbt allows");
     dst.clear();
     for (const auto& x : v) {
       int i = 0;
@@ -116,7 +167,7 @@ inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& 
     }
   };
   auto get_str = [&](const std::string& k, const nlohmann::json& v, std::string& dst) {
-    if (!v.is_string()) fail(k, std::string("must be a string, got ") + v.type_name() + " " + v.dump());
+    if (!v.is_string()) fail(k, std::string("must be a string, got ") + v.type_name() + " " + json_brief(v));
     dst = v.get<std::string>();
   };
   const auto& ignored = hf_ignored_keys();
@@ -151,23 +202,29 @@ inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& 
     else if (k == "gated_add_alpha") get_real(k, v, c.gated_add_alpha);
     else if (std::find(ignored.begin(), ignored.end(), k) != ignored.end()) {
       // Ignored, unless the value asks for something fbt does not implement.
-      if (k == "hidden_act" && v != "silu") fail(k, "fbt implements only \"silu\" (SwiGLU), got " + v.dump());
-      if (k == "attention_bias" && v != false) fail(k, "fbt has no attention biases, got " + v.dump());
-      if (k == "rope_scaling" && !v.is_null()) fail(k, "fbt implements only plain RoPE (null), got " + v.dump());
-      if (k == "use_sliding_window" && v != false) fail(k, "fbt has no sliding-window attention, got " + v.dump());
-      if (k == "model_type" && v != "fbt" && v != "qwen3") fail(k, "expected \"fbt\" or \"qwen3\", got " + v.dump());
+      if (k == "hidden_act" && v != "silu") fail(k, "fbt implements only \"silu\" (SwiGLU), got " + json_brief(v));
+      if (k == "attention_bias" && v != false) fail(k, "fbt has no attention biases, got " + json_brief(v));
+      if (k == "rope_scaling" && !v.is_null()) fail(k, "fbt implements only plain RoPE (null), got " + json_brief(v));
+      if (k == "use_sliding_window" && v != false) fail(k, "fbt has no sliding-window attention, got " + json_brief(v));
+      if (k == "model_type" && v != "fbt" && v != "qwen3") fail(k, "expected \"fbt\" or \"qwen3\", got " + json_brief(v));
       if (k == "layer_types") {
-        if (!v.is_array()) fail(k, "must be an array, got " + v.dump());
+        if (!v.is_array()) fail(k, "must be an array, got " + json_brief(v));
         for (const auto& t : v)
-          if (t != "full_attention") fail(k, "fbt implements only \"full_attention\" layers, got " + t.dump());
+          if (t != "full_attention") fail(k, "fbt implements only \"full_attention\" layers, got " + json_brief(t));
       }
     } else {
       fail(k, "unknown key (not a ModelConfig field nor an HF key that fbt ignores)");
     }
   }
-  // A Hugging Face Qwen3 config describes a plain Qwen3 model: without an explicit fuser it gets
-  // fuser "none", not ModelConfig's default "glu".
-  if (j.contains("model_type") && j["model_type"] == "qwen3" && !j.contains("fuser")) c.fuser = "none";
+  // Every key that changes the model must be there: an absent one would silently take a default.
+  for (const auto& k : hf_qwen3 ? qwen3_required_keys() : model_config_required_keys())
+    if (!j.contains(k))
+      fail(k, hf_qwen3 ? std::string("missing from a Hugging Face Qwen3 config (model_type \"qwen3\"); fbt needs every key that "
+                                     "changes the model")
+                       : std::string("missing (a model config must state every field that changes the model; see "
+                                     "docs/file-formats.md)"));
+  if (c.feedback_source == "layer" && !j.contains("feedback_layer"))
+    fail("feedback_layer", "missing: feedback_source \"layer\" needs the block index that is fed back");
   try {
     c.validate();
   } catch (const Error& e) {
@@ -176,10 +233,19 @@ inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& 
   return c;
 }
 
+/// The largest config file config_from_json_file reads (a Qwen3 config.json is about 1 KB).
+constexpr std::uint64_t kConfigMaxFileBytes = std::uint64_t(16) << 20;
+
 /// \brief Reads a config JSON file (e.g. a run's config.json); errors name the file and the field.
+/// The path must be a regular file of at most 16 MiB (no FIFO, device or directory); the text is parsed
+/// by detail::parse_json_strict (duplicate keys, depth and size limits).
 inline ModelConfig config_from_json_file(const std::string& path) {
-  const std::string text = detail::read_file_bytes(path, "config_from_json_file");
-  return config_from_json(detail::parse_json_strict(text, "'" + path + "'"), "'" + path + "'");
+  try {
+    const std::string text = detail::read_file_bytes(path, "config_from_json_file", kConfigMaxFileBytes);
+    return config_from_json(detail::parse_json_strict(text, "'" + path + "'"), "'" + path + "'");
+  } catch (const std::bad_alloc&) {
+    throw Error("fbt::config_from_json_file: '" + path + "': out of memory while reading the config");
+  }
 }
 
 /// \brief Writes the config as indented JSON (atomic: `path + ".tmp"`, then rename).

@@ -6,7 +6,12 @@
 // then the raw data. xt::dump_npy / xt::load_npy do the work; fbt reads the header itself first,
 // because xtensor's reader (0.24.3 to at least 0.27) reports errors as bare std::runtime_error without
 // the file name, does not notice truncated data, and mis-decodes header lengths whose low byte is
-// >= 0x80 (it sign-extends a char). Every failure here is an fbt::Error naming the file.
+// >= 0x80 (it sign-extends a char). Before anything is allocated, load_npy checks (docs/file-formats.md):
+// the path is a regular file of at most 1 TiB (no FIFO, device or directory); the header length is at
+// most 65,536 bytes and within the file; the shape has at most 64 dimensions and the product of its
+// non-zero dimensions times the element size fits in 2^62 (so no size or stride overflows, even for
+// (0, 2^62, 2^62)); the data is exactly the bytes the shape needs. Every failure is an fbt::Error
+// naming the file, quoting at most a bounded excerpt of the header.
 // Writes go to `path + ".tmp"` and are renamed into place, so a crash never leaves half a file.
 #pragma once
 
@@ -14,11 +19,13 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <new>
 #include <string>
 #include <type_traits>
 
 #include "../config.hpp"
 #include "../core/tensor.hpp"
+#include "../detail/input.hpp"
 #include "../detail/xtensor_compat.hpp"
 #include "../xt/views.hpp"
 
@@ -48,6 +55,12 @@ template <class T> std::string npy_descr() {
   return xt::detail::build_typestring<T>();
 }
 
+/// The limits load_npy enforces before it allocates (docs/file-formats.md).
+constexpr std::uint64_t kNpyMaxFile = std::uint64_t(1) << 40;      ///< bytes of a whole file (1 TiB)
+constexpr std::uint32_t kNpyMaxHeader = 65536;                    ///< bytes of the header dict
+constexpr std::size_t kNpyMaxRank = 64;                           ///< dimensions (numpy 2's NPY_MAXDIMS)
+constexpr std::uint64_t kNpyMaxElementBytes = std::uint64_t(1) << 62;  ///< product of the non-zero dimensions x element size
+
 [[noreturn]] inline void npy_fail(const char* fn, const std::string& path, const std::string& what) {
   throw Error(std::string("fbt::") + fn + ": '" + path + "': " + what);
 }
@@ -59,8 +72,11 @@ inline std::string shape_str(const Shape& s) {  // Python tuple syntax: (2, 3), 
 }
 
 /// \brief Reads and validates the preamble and header dict; leaves `in` at the first data byte.
-/// Throws fbt::Error naming `path` for a short file, a bad magic, an unknown version or a bad dict.
-inline NpyHeader read_npy_header(std::istream& in, const std::string& path) {
+/// \param file_size the file's size: the header length is checked against it (and kNpyMaxHeader)
+/// before the header is read, so a short file cannot announce a 4 GiB header.
+/// Throws fbt::Error naming `path` for a short file, a bad magic, an unknown version, an oversized or
+/// truncated header, or a bad dict.
+inline NpyHeader read_npy_header(std::istream& in, const std::string& path, std::uint64_t file_size) {
   auto bad = [&](const std::string& what) { npy_fail("load_npy", path, what + " (expected a valid .npy file)"); };
   unsigned char pre[12];
   in.read(reinterpret_cast<char*>(pre), 8);
@@ -78,6 +94,10 @@ inline NpyHeader read_npy_header(std::istream& in, const std::string& path) {
   // xtensor reads these bytes as signed char: all but the most significant must be < 0x80.
   for (int i = 0; i + 1 < nlen; ++i) h.xt_len_ok = h.xt_len_ok && pre[8 + i] < 0x80;
   h.data_offset = std::uint64_t(8 + nlen) + len;
+  if (len > kNpyMaxHeader)
+    bad("header length " + std::to_string(len) + " is over the " + std::to_string(kNpyMaxHeader) + "-byte limit");
+  if (h.data_offset > file_size)
+    bad("truncated header (" + std::to_string(len) + " bytes announced, the file is " + std::to_string(file_size) + " bytes)");
 
   std::string dict(len, '\0');
   in.read(&dict[0], std::streamsize(len));
@@ -87,7 +107,7 @@ inline NpyHeader read_npy_header(std::istream& in, const std::string& path) {
   // Tiny parser for the three keys of the dict; any order, any spacing, as numpy accepts.
   auto value_of = [&](const char* key) {
     auto k = dict.find(std::string("'") + key + "'");
-    if (k == std::string::npos) bad(std::string("header has no '") + key + "' key: " + dict);
+    if (k == std::string::npos) bad(std::string("header has no '") + key + "' key: " + excerpt(dict, 128));
     auto v = dict.find(':', k);
     if (v == std::string::npos) bad(std::string("header key '") + key + "' has no value");
     v = dict.find_first_not_of(' ', v + 1);
@@ -116,21 +136,31 @@ inline NpyHeader read_npy_header(std::istream& in, const std::string& path) {
       if (d > (std::numeric_limits<std::int64_t>::max() - 9) / 10) bad("header 'shape' has a dimension too large");
       d = 10 * d + (dict[j] - '0');
     }
-    if (j == i) bad("header 'shape' is not a tuple of non-negative integers: " + dict.substr(p, e - p + 1));
+    if (j == i) bad("header 'shape' is not a tuple of non-negative integers: " + excerpt(dict.substr(p, e - p + 1), 128));
+    if (h.shape.size() == kNpyMaxRank) bad("header 'shape' has more than " + std::to_string(kNpyMaxRank) + " dimensions");
     h.shape.push_back(d);
     j = dict.find_first_not_of(' ', j);
-    if (j < e && dict[j] != ',') bad("header 'shape' is not a tuple of non-negative integers: " + dict.substr(p, e - p + 1));
+    if (j < e && dict[j] != ',') bad("header 'shape' is not a tuple of non-negative integers: " + excerpt(dict.substr(p, e - p + 1), 128));
     i = j + 1;
   }
   return h;
 }
 
-/// \brief Bytes of data a header promises, or max() when the product overflows (a corrupt header).
+/// \brief Bytes of data a header promises, or max() when the shape is too large: the product of its
+/// non-zero dimensions times sizeof(T) over kNpyMaxElementBytes (then a stride would overflow too,
+/// even if a zero dimension makes the data empty).
 template <class T> std::uint64_t npy_data_bytes(const Shape& shape) {
-  std::uint64_t n = sizeof(T);
+  const std::uint64_t over = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t n = sizeof(T), nz = sizeof(T);
   for (auto d : shape) {
-    if (d != 0 && n > std::numeric_limits<std::uint64_t>::max() / std::uint64_t(d)) return std::numeric_limits<std::uint64_t>::max();
-    n *= std::uint64_t(d);
+    if (d < 0) return over;
+    if (d == 0) {
+      n = 0;
+      continue;
+    }
+    if (nz > kNpyMaxElementBytes / std::uint64_t(d)) return over;
+    nz *= std::uint64_t(d);
+    n *= std::uint64_t(d);  // n <= nz
   }
   return n;
 }
@@ -143,26 +173,30 @@ inline std::uint64_t stream_size(std::istream& in) {
 
 }  // namespace detail
 
-/// \brief Loads a .npy file whose dtype is exactly T's (no conversion), in row-major order.
-/// \tparam T float, double, or another arithmetic type (its descr, e.g. '<f4', must match the file's)
-/// \return {shape, data}; a Fortran-order file is transposed into row-major order on load.
-/// Throws fbt::Error naming `path` if the file is missing, not npy, of another dtype, or truncated.
-template <class T> NpyArray<T> load_npy(const std::string& path) {
-  static_assert(std::is_arithmetic<T>::value, "load_npy<T>: T must be an arithmetic type");
-  const std::string want = detail::npy_descr<T>();
+namespace detail {
+template <class T> NpyArray<T> load_npy_impl(const std::string& path) {
+  const std::string want = npy_descr<T>();
+  // A regular file of bounded size, checked before it is opened (a FIFO would block the open).
+  std::uint64_t file_bytes = 0;
+  try {
+    file_bytes = regular_file_size(path, kNpyMaxFile, "fbt::load_npy", "an .npy file");
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (expected a .npy file of dtype '" + want + "')");
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) detail::npy_fail("load_npy", path, "cannot open file (expected a .npy file of dtype '" + want + "')");
-  const detail::NpyHeader h = detail::read_npy_header(in, path);
+  if (!in) npy_fail("load_npy", path, "cannot open file (expected a .npy file of dtype '" + want + "')");
+  const NpyHeader h = read_npy_header(in, path, file_bytes);
   if (h.descr != want)
-    detail::npy_fail("load_npy", path, "file has dtype '" + h.descr + "' but load_npy expects '" + want + "'");
+    npy_fail("load_npy", path, "file has dtype '" + excerpt(h.descr, 32) + "' but load_npy expects '" + want + "'");
   // Check the size ourselves: xtensor would read a truncated file without complaint.
-  const std::uint64_t want_bytes = detail::npy_data_bytes<T>(h.shape);
-  const std::uint64_t file_bytes = detail::stream_size(in);
-  const std::uint64_t have_bytes = file_bytes - h.data_offset;  // data_offset <= file_bytes: header was read
+  const std::uint64_t want_bytes = npy_data_bytes<T>(h.shape);
+  if (want_bytes == std::numeric_limits<std::uint64_t>::max())
+    npy_fail("load_npy", path, "header 'shape' " + excerpt(shape_str(h.shape), 128) + " of '" + want + "' is too large (its element count overflows)");
+  const std::uint64_t have_bytes = file_bytes - h.data_offset;  // data_offset <= file_bytes: checked with the header
   if (have_bytes != want_bytes)
-    detail::npy_fail("load_npy", path, "header promises shape " + detail::shape_str(h.shape) + " of '" + want + "' (" +
-                                           std::to_string(want_bytes) + " data bytes) but the file holds " +
-                                           std::to_string(have_bytes) + (have_bytes < want_bytes ? " (truncated)" : ""));
+    npy_fail("load_npy", path, "header promises shape " + excerpt(shape_str(h.shape), 128) + " of '" + want + "' (" +
+                                   std::to_string(want_bytes) + " data bytes) but the file holds " + std::to_string(have_bytes) +
+                                   (have_bytes < want_bytes ? " (truncated)" : ""));
 
   NpyArray<T> out{h.shape, AlignedVector<T>(std::size_t(numel(h.shape)))};
   auto dst = xt_view(out.data.data(), h.shape);  // row-major view of our buffer: assigning transposes F-order input
@@ -171,24 +205,41 @@ template <class T> NpyArray<T> load_npy(const std::string& path) {
   try {
     if (h.xt_len_ok) {
       auto src = xt::load_npy<T>(in);  // owning adaptor, layout as in the file
-      if (!in || std::uint64_t(in.tellg()) != file_bytes || detail::to_xt_shape(h.shape) != src.shape())
-        detail::npy_fail("load_npy", path, "xtensor read the file differently from its header " + detail::shape_str(h.shape));
+      if (!in || std::uint64_t(in.tellg()) != file_bytes || to_xt_shape(h.shape) != src.shape())
+        npy_fail("load_npy", path, "xtensor read the file differently from its header " + shape_str(h.shape));
       dst = src;
     } else {  // header length xtensor mis-decodes: read the (already validated) data directly
       AlignedVector<T> raw(out.data.size());
       in.seekg(std::streamoff(h.data_offset));
       in.read(reinterpret_cast<char*>(raw.data()), std::streamsize(want_bytes));
-      if (!in) detail::npy_fail("load_npy", path, "read error");
-      auto s = detail::to_xt_shape(h.shape);
+      if (!in) npy_fail("load_npy", path, "read error");
+      auto s = to_xt_shape(h.shape);
       const auto lay = h.fortran_order ? xt::layout_type::column_major : xt::layout_type::row_major;
       dst = xt::adapt<xt::layout_type::dynamic>(raw.data(), raw.size(), xt::no_ownership(), s, lay);
     }
   } catch (const Error&) {
     throw;
   } catch (const std::exception& ex) {  // xtensor's bare std::runtime_error, bad_alloc, ...
-    detail::npy_fail("load_npy", path, std::string("xtensor failed: ") + ex.what());
+    npy_fail("load_npy", path, std::string("xtensor failed: ") + ex.what());
   }
   return out;
+}
+}  // namespace detail
+
+/// \brief Loads a .npy file whose dtype is exactly T's (no conversion), in row-major order.
+/// \tparam T float, double, or another arithmetic type (its descr, e.g. '<f4', must match the file's)
+/// \return {shape, data}; a Fortran-order file is transposed into row-major order on load.
+/// Throws fbt::Error naming `path` if the path is not a regular file (directory, FIFO, device) or is
+/// over 1 TiB, the file is missing, not npy, of another dtype, truncated or has trailing bytes, its
+/// header is over 65,536 bytes or runs past the end of the file, its shape has more than 64 dimensions
+/// or is too large (see the file comment), or memory runs out. Nothing is allocated before these checks.
+template <class T> NpyArray<T> load_npy(const std::string& path) {
+  static_assert(std::is_arithmetic<T>::value, "load_npy<T>: T must be an arithmetic type");
+  try {
+    return detail::load_npy_impl<T>(path);
+  } catch (const std::bad_alloc&) {
+    detail::npy_fail("load_npy", path, "out of memory while reading the file");
+  }
 }
 
 /// \brief Writes numel(shape) elements at `data`, row-major, as a C-order .npy file (atomic: tmp + rename).
@@ -211,8 +262,10 @@ template <class T> void save_npy(const std::string& path, const T* data, const S
     std::ifstream in(tmp, std::ios::binary);
     if (in) {
       try {
-        const auto h = detail::read_npy_header(in, tmp);
-        ok = h.shape == shape && detail::stream_size(in) == h.data_offset + detail::npy_data_bytes<T>(shape);
+        const std::uint64_t size = detail::stream_size(in);
+        in.seekg(0);
+        const auto h = detail::read_npy_header(in, tmp, size);
+        ok = h.shape == shape && size == h.data_offset + detail::npy_data_bytes<T>(shape);
       } catch (const Error&) {
       }
     }

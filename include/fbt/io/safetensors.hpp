@@ -1,14 +1,21 @@
-// fbt/io/safetensors.hpp: a strict reader and an atomic writer for the safetensors format (spec 8, 9).
+// fbt/io/safetensors.hpp: a strict, bounded reader and an atomic writer for the safetensors format
+// (spec 8, 9).
 //
 // Layout (huggingface/safetensors): an 8-byte little-endian header length N; N bytes of JSON,
 //   {"__metadata__": {str: str}, name: {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...}
 // padded with spaces to a multiple of 8 bytes (as the reference writer does); then the data section,
 // each tensor's bytes row-major and little-endian at [begin, end) relative to the section's start.
-// The writer lays tensors out in the order given and renames `path + ".tmp"` into place. The reader
-// refuses everything spec section 9 lists (header over 100 MB or not starting with '{', duplicate
-// keys, offsets that do not tile the data, bad dtype/shape fields, non-string metadata) with an
-// fbt::Error naming the file and the tensor or field at fault. Interpreting the tensors (names,
-// shapes against a config, conversion, finiteness) is io/checkpoint.hpp's job.
+// The writer lays tensors out in the order given and renames `path + ".tmp"` into place.
+// The reader opens only a regular file (detail::regular_file_size: no FIFO, device or directory),
+// memory-maps it read-only (io/mapped_file.hpp; a plain read where mapping is unavailable), and
+// parses the header in linear time with bounded depth (detail::parse_json_strict). It refuses
+// everything spec section 9 lists and the limits of docs/file-formats.md: a header over 100 MB, not
+// starting with '{', nested deeper than 64 levels or with duplicate keys; more than 1,048,576 tensors;
+// a shape of more than 64 dimensions or whose byte size overflows; offsets that do not tile the data
+// section exactly; bad dtype/shape fields; non-string metadata. Each refusal is one fbt::Error line
+// naming the file and the tensor or field, quoting at most a bounded excerpt of the file's text.
+// Interpreting the tensors (names, shapes against a config, conversion, finiteness) is
+// io/checkpoint.hpp's job.
 #pragma once
 
 #include <algorithm>
@@ -18,6 +25,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <new>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -25,7 +33,9 @@
 
 #include "../config.hpp"
 #include "../core/tensor.hpp"
+#include "../detail/input.hpp"
 #include "json.hpp"
+#include "mapped_file.hpp"
 
 #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "fbt/io/safetensors.hpp copies tensor bytes as they are: it needs a little-endian host"
@@ -50,12 +60,29 @@ struct SafetensorsEntry {
   std::uint64_t nbytes() const { return end - begin; }
 };
 
+/// \brief The data section of a file read_safetensors accepted: a read-only view into the mapped (or,
+/// where mapping is unavailable, read) file, shared by copies.
+class SafetensorsData {
+ public:
+  const char* data() const { return file_.data() + offset_; }
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  /// True when the bytes are a memory mapping of the file (io/mapped_file.hpp).
+  bool mapped() const { return file_.mapped(); }
+  /// Drops the pages of bytes [begin, begin + n) from memory (a mapping only; see MappedFile::release).
+  void release(std::uint64_t begin, std::uint64_t n) const { file_.release(offset_ + begin, n); }
+
+  detail::MappedFile file_;   ///< the whole file (filled by the reader)
+  std::uint64_t offset_ = 0;  ///< where the data section starts in it (8 + header length)
+  std::size_t size_ = 0;      ///< its length
+};
+
 /// \brief A whole safetensors file, validated: entries, metadata and the data section.
 struct SafetensorsFile {
   std::string path;                             ///< the file it was read from (for error messages)
   std::vector<SafetensorsEntry> tensors;        ///< in data order (sorted by begin)
   std::map<std::string, std::string> metadata;  ///< "__metadata__" ({} when absent)
-  std::vector<char> data;                       ///< the data section, data.size() == last end
+  SafetensorsData data;                         ///< the data section, data.size() == last end
   /// \brief The entry called `name`, or nullptr.
   const SafetensorsEntry* find(const std::string& name) const {
     auto it = index_.find(name);
@@ -63,6 +90,8 @@ struct SafetensorsFile {
   }
   /// \brief The first byte of an entry's data (e.nbytes() bytes, little-endian, row-major).
   const char* bytes(const SafetensorsEntry& e) const { return data.data() + e.begin; }
+  /// \brief Hints that an entry's bytes are done with: a mapped file drops their pages from memory.
+  void release(const SafetensorsEntry& e) const { data.release(e.begin, e.nbytes()); }
 
   std::map<std::string, std::size_t> index_;  ///< name -> position in tensors (filled by the reader)
 };
@@ -86,6 +115,15 @@ namespace detail {
 
 /// The largest header read_safetensors accepts (the reference implementation's limit).
 constexpr std::uint64_t kSafetensorsMaxHeader = 100000000;
+/// The largest file read_safetensors opens (1 TiB; its data is mapped, not read).
+constexpr std::uint64_t kSafetensorsMaxFile = std::uint64_t(1) << 40;
+/// The most tensors one file may hold.
+constexpr std::size_t kSafetensorsMaxTensors = std::size_t(1) << 20;
+/// The most dimensions one tensor may have (numpy's NPY_MAXDIMS).
+constexpr std::size_t kSafetensorsMaxRank = 64;
+
+/// A tensor or key name as an error message quotes it (bounded, one line).
+inline std::string st_name(const std::string& s) { return excerpt(s, 128); }
 
 inline std::string st_shape_str(const Shape& s) {  // [2, 3]
   std::string r = "[";
@@ -93,13 +131,21 @@ inline std::string st_shape_str(const Shape& s) {  // [2, 3]
   return r + "]";
 }
 
-/// numel(shape) * elem bytes, or false when a dimension is negative or the product overflows.
+/// numel(shape) * elem bytes, or false when a dimension is negative or the product of the non-zero
+/// dimensions times elem exceeds 2^63 - 1 (so no stride or element count of the shape can overflow,
+/// even when a zero dimension makes the size 0, e.g. (0, 2^62, 2^62)).
 inline bool st_nbytes(const Shape& shape, std::size_t elem, std::uint64_t& out) {
-  std::uint64_t n = elem;
+  const std::uint64_t cap = std::uint64_t(std::numeric_limits<std::int64_t>::max());
+  std::uint64_t n = elem, nz = elem;
   for (auto d : shape) {
     if (d < 0) return false;
-    if (d != 0 && n > std::numeric_limits<std::uint64_t>::max() / std::uint64_t(d)) return false;
-    n *= std::uint64_t(d);
+    if (d == 0) {
+      n = 0;
+      continue;
+    }
+    if (nz > cap / std::uint64_t(d)) return false;
+    nz *= std::uint64_t(d);
+    n *= std::uint64_t(d);  // n <= nz
   }
   out = n;
   return true;
@@ -226,91 +272,85 @@ inline void save_safetensors(const std::string& path, const std::vector<TensorRe
   f.commit();
 }
 
-/// \brief Reads and validates a whole safetensors file.
-///
-/// Refuses, with an fbt::Error naming the file and the tensor or field: a file shorter than 8 bytes;
-/// a header length over 100 MB or beyond the end of the file; a header not starting with '{'; invalid
-/// JSON or a duplicate key (at any depth); an entry that is not an object, lacks "dtype", "shape" or
-/// "data_offsets", has another key, or has a field of the wrong type; an unknown dtype; a negative
-/// dimension; data_offsets [begin, end] with end - begin != numel * dtype size; offsets out of the data
-/// section; offsets that do not tile it exactly (gap, overlap, trailing bytes); "__metadata__" that is
-/// not an object of strings.
-inline SafetensorsFile read_safetensors(const std::string& path) {
-  auto fail = [&](const std::string& what) -> void { throw Error("fbt::read_safetensors: '" + path + "': " + what); };
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open file");
-  in.seekg(0, std::ios::end);
-  const std::streamoff fsize = in.tellg();
-  if (fsize < 0) fail("cannot determine the file size");
-  const std::uint64_t size = std::uint64_t(fsize);
-  in.seekg(0);
+namespace detail {
+
+inline SafetensorsFile read_safetensors_impl(const std::string& path, bool allow_map) {
+  const std::string who = "fbt::read_safetensors";
+  auto fail = [&](const std::string& what) -> void { throw Error(who + ": '" + path + "': " + what); };
+  SafetensorsFile out;
+  out.path = path;
+  // A regular file only (no FIFO, device, directory), mapped read-only: the data is never copied.
+  MappedFile file = MappedFile::open(path, kSafetensorsMaxFile, who, "a safetensors file", allow_map);
+  const std::uint64_t size = file.size();
   if (size < 8) fail("file is " + std::to_string(size) + " bytes, shorter than the 8-byte header length field");
-  unsigned char lenb[8];
-  in.read(reinterpret_cast<char*>(lenb), 8);
-  if (!in) fail("read error in the header length field");
+  const unsigned char* lenb = reinterpret_cast<const unsigned char*>(file.data());
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | lenb[i];
-  if (n > detail::kSafetensorsMaxHeader)
+  if (n > kSafetensorsMaxHeader)
     fail("header length " + std::to_string(n) + " exceeds the 100 MB limit (corrupt header length field?)");
   if (n > size - 8)
     fail("header length " + std::to_string(n) + " runs beyond the end of the file (" + std::to_string(size) + " bytes; truncated?)");
-  std::string header(std::size_t(n), '\0');
-  if (n > 0) in.read(&header[0], std::streamsize(n));
-  if (!in) fail("read error in the header");
-  if (header.empty() || header[0] != '{') fail("header does not start with '{' (not a safetensors file?)");
+  const char* hb = file.data() + 8;
+  if (n == 0 || hb[0] != '{') fail("header does not start with '{' (not a safetensors file?)");
 
-  const nlohmann::json h = detail::parse_json_strict(header, "fbt::read_safetensors: '" + path + "': header");
+  const nlohmann::json h = parse_json_strict(hb, hb + n, who + ": '" + path + "': header");
   if (!h.is_object()) fail("header is not a JSON object");
   const std::uint64_t data_len = size - 8 - n;
+  const std::size_t ntensors = h.size() - (h.contains("__metadata__") ? 1 : 0);
+  if (ntensors > kSafetensorsMaxTensors)
+    fail("header lists " + std::to_string(ntensors) + " tensors, over the limit of " + std::to_string(kSafetensorsMaxTensors));
+  out.tensors.reserve(ntensors);
 
-  SafetensorsFile out;
-  out.path = path;
   for (auto it = h.begin(); it != h.end(); ++it) {
     const std::string& name = it.key();
     const nlohmann::json& v = it.value();
     if (name == "__metadata__") {
-      if (!v.is_object()) fail("field \"__metadata__\" must be an object of strings, got " + std::string(v.type_name()));
+      if (!v.is_object()) fail("field \"__metadata__\" must be an object of strings, got " + json_brief(v));
       for (auto m = v.begin(); m != v.end(); ++m) {
         if (!m.value().is_string())
-          fail("__metadata__ field \"" + m.key() + "\": value must be a string, got " + m.value().type_name() + " " + m.value().dump());
+          fail("__metadata__ field \"" + st_name(m.key()) + "\": value must be a string, got " + m.value().type_name() + " " +
+               json_brief(m.value()));
         out.metadata[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
-    const std::string who = "tensor \"" + name + "\": ";
-    if (!v.is_object()) fail(who + "entry must be an object, got " + v.type_name());
+    const std::string who_t = "tensor \"" + st_name(name) + "\": ";
+    if (!v.is_object()) fail(who_t + "entry must be an object, got " + v.type_name());
     for (auto f = v.begin(); f != v.end(); ++f)
-      if (f.key() != "dtype" && f.key() != "shape" && f.key() != "data_offsets") fail(who + "unknown field \"" + f.key() + "\"");
+      if (f.key() != "dtype" && f.key() != "shape" && f.key() != "data_offsets") fail(who_t + "unknown field \"" + st_name(f.key()) + "\"");
     for (const char* f : {"dtype", "shape", "data_offsets"})
-      if (!v.contains(f)) fail(who + "missing field \"" + f + "\"");
+      if (!v.contains(f)) fail(who_t + "missing field \"" + f + "\"");
     SafetensorsEntry e;
     e.name = name;
-    const auto& dt = v["dtype"];
-    if (!dt.is_string()) fail(who + "field \"dtype\" must be a string, got " + dt.dump());
+    const auto& dt = *v.find("dtype");
+    if (!dt.is_string()) fail(who_t + "field \"dtype\" must be a string, got " + json_brief(dt));
     e.dtype = dt.get<std::string>();
     const std::size_t elem = safetensors_dtype_size(e.dtype);
-    if (elem == 0) fail(who + "field \"dtype\": unknown dtype \"" + e.dtype + "\"");
-    const auto& sh = v["shape"];
-    if (!sh.is_array()) fail(who + "field \"shape\" must be an array of integers, got " + sh.dump());
+    if (elem == 0) fail(who_t + "field \"dtype\": unknown dtype \"" + excerpt(e.dtype, 32) + "\"");
+    const auto& sh = *v.find("shape");
+    if (!sh.is_array()) fail(who_t + "field \"shape\" must be an array of integers, got " + json_brief(sh));
+    if (sh.size() > kSafetensorsMaxRank)
+      fail(who_t + "field \"shape\" has " + std::to_string(sh.size()) + " dimensions, over the limit of " + std::to_string(kSafetensorsMaxRank));
     for (const auto& d : sh) {
-      if (!d.is_number_integer()) fail(who + "field \"shape\" must be an array of integers, got " + sh.dump());
+      if (!d.is_number_integer()) fail(who_t + "field \"shape\" must be an array of integers, got " + json_brief(sh));
       if (d.is_number_unsigned() ? d.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max())
                                  : d.get<std::int64_t>() < 0)
-        fail(who + "field \"shape\" has a negative or huge dimension: " + sh.dump());
+        fail(who_t + "field \"shape\" has a negative or huge dimension: " + json_brief(sh));
       e.shape.push_back(d.get<std::int64_t>());
     }
-    const auto& of = v["data_offsets"];
+    const auto& of = *v.find("data_offsets");
     if (!of.is_array() || of.size() != 2 || !of[0].is_number_unsigned() || !of[1].is_number_unsigned())
-      fail(who + "field \"data_offsets\" must be [begin, end] of non-negative integers, got " + of.dump());
+      fail(who_t + "field \"data_offsets\" must be [begin, end] of non-negative integers, got " + json_brief(of));
     e.begin = of[0].get<std::uint64_t>(), e.end = of[1].get<std::uint64_t>();
-    if (e.begin > e.end) fail(who + "field \"data_offsets\" " + of.dump() + " has begin > end");
+    const std::string offs = "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "]";
+    if (e.begin > e.end) fail(who_t + "field \"data_offsets\" " + offs + " has begin > end");
     std::uint64_t nb = 0;
-    if (!detail::st_nbytes(e.shape, elem, nb)) fail(who + "field \"shape\" " + sh.dump() + " is too large");
+    if (!st_nbytes(e.shape, elem, nb)) fail(who_t + "field \"shape\" " + json_brief(sh) + " is too large (its size overflows)");
     if (e.end - e.begin != nb)
-      fail(who + "field \"data_offsets\" " + of.dump() + " spans " + std::to_string(e.end - e.begin) + " bytes but shape " +
-           detail::st_shape_str(e.shape) + " of " + e.dtype + " needs " + std::to_string(nb));
+      fail(who_t + "field \"data_offsets\" " + offs + " spans " + std::to_string(e.end - e.begin) + " bytes but shape " +
+           excerpt(st_shape_str(e.shape), 128) + " of " + e.dtype + " needs " + std::to_string(nb));
     if (e.end > data_len)
-      fail(who + "field \"data_offsets\" " + of.dump() + " is out of range: the data section holds " + std::to_string(data_len) +
+      fail(who_t + "field \"data_offsets\" " + offs + " is out of range: the data section holds " + std::to_string(data_len) +
            " bytes (truncated file?)");
     out.tensors.push_back(std::move(e));
   }
@@ -323,23 +363,56 @@ inline SafetensorsFile read_safetensors(const std::string& path) {
   std::string prev;  // the tensor that ends at `at`
   for (const auto& e : out.tensors) {
     if (e.begin < at)
-      fail("tensor \"" + e.name + "\": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] overlap tensor \"" +
-           prev + "\" (which ends at " + std::to_string(at) + ")");
+      fail("tensor \"" + st_name(e.name) + "\": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+           "] overlap tensor \"" + st_name(prev) + "\" (which ends at " + std::to_string(at) + ")");
     if (e.begin > at)
-      fail("tensor \"" + e.name + "\": gap of " + std::to_string(e.begin - at) + " bytes before its data_offsets [" +
-           std::to_string(e.begin) + ", " + std::to_string(e.end) + "] (" + (prev.empty() ? std::string("data starts at 0") : "tensor \"" + prev + "\" ends at " + std::to_string(at)) + ")");
+      fail("tensor \"" + st_name(e.name) + "\": gap of " + std::to_string(e.begin - at) + " bytes before its data_offsets [" +
+           std::to_string(e.begin) + ", " + std::to_string(e.end) + "] (" +
+           (prev.empty() ? std::string("data starts at 0") : "tensor \"" + st_name(prev) + "\" ends at " + std::to_string(at)) + ")");
     at = e.end;
     prev = e.name;
   }
   if (at != data_len)
-    fail(std::to_string(data_len - at) + " trailing bytes after the last tensor" + (prev.empty() ? std::string() : " (\"" + prev + "\")") +
-         ": the data section holds " + std::to_string(data_len) + " bytes but the tensors end at " + std::to_string(at));
+    fail(std::to_string(data_len - at) + " trailing bytes after the last tensor" +
+         (prev.empty() ? std::string() : " (\"" + st_name(prev) + "\")") + ": the data section holds " + std::to_string(data_len) +
+         " bytes but the tensors end at " + std::to_string(at));
   for (std::size_t i = 0; i < out.tensors.size(); ++i) out.index_[out.tensors[i].name] = i;
 
-  out.data.resize(std::size_t(data_len));
-  if (data_len > 0) in.read(out.data.data(), std::streamsize(data_len));
-  if (!in) fail("read error in the data section");
+  out.data.offset_ = 8 + n;
+  out.data.size_ = std::size_t(data_len);
+  out.data.file_ = std::move(file);
   return out;
 }
+
+}  // namespace detail
+
+/// How read_safetensors gets at the bytes.
+enum class ReadMode {
+  Map,   ///< memory-map the file where POSIX allows (the default), else read it
+  Read,  ///< read the whole file into memory
+};
+
+/// \brief Reads and validates a whole safetensors file; its data section is memory-mapped (ReadMode::Map,
+/// where POSIX allows) or read into memory.
+///
+/// Refuses, with an fbt::Error naming the file and the tensor or field: a path that is not a regular
+/// file (directory, FIFO, device) or is over 1 TiB; a file shorter than 8 bytes; a header length over
+/// 100 MB or beyond the end of the file; a header not starting with '{'; invalid JSON, nesting deeper
+/// than 64 levels, a key over 64 KiB or a string over 16 MiB, or a duplicate key (at any depth); more
+/// than 1,048,576 tensors; an entry that is not an object, lacks "dtype", "shape" or "data_offsets",
+/// has another key, or has a field of the wrong type; an unknown dtype; a negative dimension, more
+/// than 64 dimensions, or a shape whose size overflows; data_offsets [begin, end] with end - begin !=
+/// numel * dtype size; offsets out of the data section; offsets that do not tile it exactly (gap,
+/// overlap, trailing bytes); "__metadata__" that is not an object of strings. Running out of memory is
+/// an fbt::Error naming the file too.
+inline SafetensorsFile read_safetensors(const std::string& path, ReadMode mode) {
+  try {
+    return detail::read_safetensors_impl(path, mode == ReadMode::Map);
+  } catch (const std::bad_alloc&) {
+    throw Error("fbt::read_safetensors: '" + path + "': out of memory while reading the file");
+  }
+}
+/// \brief read_safetensors(path, ReadMode::Map).
+inline SafetensorsFile read_safetensors(const std::string& path) { return read_safetensors(path, ReadMode::Map); }
 
 }  // namespace fbt

@@ -6,9 +6,15 @@
 // builder (model/builder.hpp) turns it into a typed model, and the knob readers below (parse_tap,
 // parse_input_norm, parse_doc_attention, parse_glu_init) are the only code that compares its strings.
 // Heterogeneous stacks: the per-layer lists (layer_*) override the uniform sizes when not empty.
-// validate() refuses a bad config with an fbt::Error that names the field and the rule it breaks.
+// validate() refuses a bad config with an fbt::Error that names the field and the rule it breaks:
+// every size is bounded (ModelLimits, written down in docs/file-formats.md), so is the parameter count
+// and the RoPE table, and every real must be finite and in range, so that a config from a file can
+// never ask for an allocation, an integer product or a forward that fbt cannot represent.
 #pragma once
 
+#include <cmath>
+#include <cstdint>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,13 +75,52 @@ struct ModelConfig {
   int layer_heads(int l) const { return layer_num_attention_heads.empty() ? num_attention_heads : layer_num_attention_heads[l]; }
   int layer_kv_heads(int l) const { return layer_num_key_value_heads.empty() ? num_key_value_heads : layer_num_key_value_heads[l]; }
 
+  /// \brief The number of parameters the built-in layers declare for this config: embedding, blocks,
+  /// final norm, lm_head when untied, and N_in plus the fuser's tensors for the built-in fusers (a
+  /// user fuser's own tensors are not counted). Exact for every built-in model type; no overflow for a
+  /// config within ModelLimits' per-field bounds (validate() checks those first).
+  inline std::uint64_t parameter_count() const;
+
   /// Throws fbt::Error naming the field and the broken rule.
   inline void validate() const;
+};
+
+/// \brief The bounds ModelConfig::validate() enforces (docs/file-formats.md, "Model config"): far above
+/// any model fbt can train, low enough that no size product overflows and no file can ask for an
+/// allocation that fails before its tensors are checked.
+struct ModelLimits {
+  static constexpr std::int64_t max_vocab_size = std::int64_t(1) << 24;           ///< 16,777,216
+  static constexpr std::int64_t max_hidden_size = std::int64_t(1) << 16;          ///< 65,536
+  static constexpr std::int64_t max_hidden_layers = 4096;
+  static constexpr std::int64_t max_heads = 4096;                                 ///< query or key/value heads of a layer
+  static constexpr std::int64_t max_head_dim = 4096;
+  static constexpr std::int64_t max_intermediate_size = std::int64_t(1) << 20;    ///< 1,048,576
+  static constexpr std::int64_t max_position_embeddings = std::int64_t(1) << 24;  ///< 16,777,216
+  static constexpr std::uint64_t max_rope_table = std::uint64_t(1) << 28;         ///< max_position_embeddings x head_dim elements
+  static constexpr std::uint64_t max_parameters = std::uint64_t(1) << 36;         ///< 68,719,476,736 (parameter_count())
 };
 
 namespace detail {
 [[noreturn]] inline void config_fail(const std::string& field, const std::string& rule) {
   throw Error("invalid model config: " + field + ": " + rule);
+}
+/// A string value as a config error quotes it: at most 64 bytes, control characters as '?' (a config
+/// read from a file may hold anything; detail::excerpt in detail/input.hpp is the same rule).
+inline std::string config_quote(const std::string& v) {
+  std::string r = "\"";
+  for (std::size_t i = 0; i < v.size() && i < 64; ++i) r += (static_cast<unsigned char>(v[i]) < 0x20 || v[i] == 0x7f) ? '?' : v[i];
+  r += "\"";
+  if (v.size() > 64) r += "... (" + std::to_string(v.size()) + " bytes)";
+  return r;
+}
+/// A real as a config error shows it: shortest round-trip form, "inf", "nan".
+inline std::string config_num(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  std::ostringstream o;
+  o.precision(17);
+  o << v;
+  return o.str();
 }
 inline void config_one_of(const char* f, const std::string& v, std::initializer_list<const char*> ok) {
   std::string list;
@@ -83,7 +128,7 @@ inline void config_one_of(const char* f, const std::string& v, std::initializer_
     if (v == o) return;
     list += std::string(list.empty() ? "" : ", ") + o;
   }
-  config_fail(f, "unknown value \"" + v + "\" (expected one of: " + list + ")");
+  config_fail(f, "unknown value " + config_quote(v) + " (expected one of: " + list + ")");
 }
 }  // namespace detail
 
@@ -121,44 +166,80 @@ inline bool parse_doc_attention(const ModelConfig& c) {
   return c.doc_attention == "masked";
 }
 
+inline std::uint64_t ModelConfig::parameter_count() const {
+  using U = std::uint64_t;
+  const U V = U(vocab_size), D = U(hidden_size), hd = U(hs());
+  U n = V * D + D + (tie_word_embeddings ? 0 : V * D);  // embedding, final norm, lm_head
+  for (int l = 0; l < num_hidden_layers; ++l) {
+    const U nh = U(layer_heads(l)), nkv = U(layer_kv_heads(l)), f = U(layer_intermediate(l));
+    n += 2 * nh * hd * D + 2 * nkv * hd * D + (qk_norm ? 2 * hd : 0) + 2 * D + 3 * f * D;  // q, o, k, v, q/k norms, 2 norms, MLP
+  }
+  if (fuser == "glu") n += D + 2 * D * D + D;              // in_norm, w_u, w_g, gate_norm
+  else if (fuser == "gated_add") n += D + 3 * D * D + 3 * D;  // in_norm, w_g (D, 2D), w_g.bias, w_s, gate_norm, state_norm
+  else if (fuser == "concat") n += D + 2 * D * D + 2 * D;  // in_norm, w_c (D, 2D), gate_norm, state_norm
+  else if (fuser != "none") n += D;                        // in_norm (a user fuser's own tensors are not counted)
+  return n;
+}
+
 inline void ModelConfig::validate() const {
   using detail::config_fail;
-  auto positive = [&](const char* f, long v) {
+  using L = ModelLimits;
+  // Every size: > 0 and within its bound (so that no product below overflows).
+  auto bounded = [&](const std::string& f, long long v, std::int64_t max) {
     if (v <= 0) config_fail(f, "must be > 0, got " + std::to_string(v));
+    if (v > max) config_fail(f, "must be <= " + std::to_string(max) + " (fbt's limit, docs/file-formats.md), got " + std::to_string(v));
   };
-  positive("vocab_size", vocab_size);
-  positive("hidden_size", hidden_size);
-  positive("num_hidden_layers", num_hidden_layers);
-  positive("num_attention_heads", num_attention_heads);
-  positive("num_key_value_heads", num_key_value_heads);
-  positive("intermediate_size", intermediate_size);
-  positive("max_position_embeddings", max_position_embeddings);
+  bounded("vocab_size", vocab_size, L::max_vocab_size);
+  bounded("hidden_size", hidden_size, L::max_hidden_size);
+  bounded("num_hidden_layers", num_hidden_layers, L::max_hidden_layers);
+  bounded("num_attention_heads", num_attention_heads, L::max_heads);
+  bounded("num_key_value_heads", num_key_value_heads, L::max_heads);
+  bounded("intermediate_size", intermediate_size, L::max_intermediate_size);
+  bounded("max_position_embeddings", max_position_embeddings, L::max_position_embeddings);
   if (head_dim < 0) config_fail("head_dim", "must be >= 0 (0 means hidden_size / num_attention_heads), got " + std::to_string(head_dim));
+  if (head_dim > L::max_head_dim)
+    config_fail("head_dim", "must be <= " + std::to_string(L::max_head_dim) + " (fbt's limit, docs/file-formats.md), got " + std::to_string(head_dim));
   if (head_dim == 0 && hidden_size % num_attention_heads != 0)
     config_fail("num_attention_heads", "must divide hidden_size (" + std::to_string(hidden_size) + "), got " + std::to_string(num_attention_heads));
   if (hs() % 2 != 0) config_fail("head_dim", "must be even for RoPE's rotate-half, got " + std::to_string(hs()));
-  auto per_layer = [&](const char* f, const std::vector<int>& v) {
-    if (!v.empty() && int(v.size()) != num_hidden_layers)
+  auto per_layer = [&](const char* f, const std::vector<int>& v, std::int64_t max) {
+    if (!v.empty() && v.size() != std::size_t(num_hidden_layers))
       config_fail(f, "has " + std::to_string(v.size()) + " entries, expected one per layer (" + std::to_string(num_hidden_layers) + ") or none");
-    for (std::size_t l = 0; l < v.size(); ++l)
-      if (v[l] <= 0) config_fail(std::string(f) + "[" + std::to_string(l) + "]", "must be > 0, got " + std::to_string(v[l]));
+    for (std::size_t l = 0; l < v.size(); ++l) bounded(std::string(f) + "[" + std::to_string(l) + "]", v[l], max);
   };
-  per_layer("layer_intermediate_size", layer_intermediate_size);
-  per_layer("layer_num_attention_heads", layer_num_attention_heads);
-  per_layer("layer_num_key_value_heads", layer_num_key_value_heads);
+  per_layer("layer_intermediate_size", layer_intermediate_size, L::max_intermediate_size);
+  per_layer("layer_num_attention_heads", layer_num_attention_heads, L::max_heads);
+  per_layer("layer_num_key_value_heads", layer_num_key_value_heads, L::max_heads);
   for (int l = 0; l < num_hidden_layers; ++l)
     if (layer_heads(l) % layer_kv_heads(l) != 0)
       config_fail(layer_num_key_value_heads.empty() ? std::string("num_key_value_heads") : "layer_num_key_value_heads[" + std::to_string(l) + "]",
                   "must divide " + (layer_num_attention_heads.empty() ? std::string("num_attention_heads") : "layer " + std::to_string(l) + "'s query heads") +
                       " (" + std::to_string(layer_heads(l)) + "), got " + std::to_string(layer_kv_heads(l)));
-  if (!(rope_theta > 0)) config_fail("rope_theta", "must be > 0");
-  if (!(rms_norm_eps > 0)) config_fail("rms_norm_eps", "must be > 0");
-  if (!(initializer_range > 0)) config_fail("initializer_range", "must be > 0");
-  if (!(z_loss >= 0)) config_fail("z_loss", "must be >= 0");
+  // Reals: finite and in range (a NaN fails every comparison, so each test is written to catch it).
+  using detail::config_num;
+  if (!(std::isfinite(rope_theta) && rope_theta > 0)) config_fail("rope_theta", "must be a finite number > 0, got " + config_num(rope_theta));
+  if (!(std::isfinite(rms_norm_eps) && rms_norm_eps > 0 && rms_norm_eps <= 1))
+    config_fail("rms_norm_eps", "must be a finite number in (0, 1], got " + config_num(rms_norm_eps));
+  if (!(std::isfinite(initializer_range) && initializer_range > 0))
+    config_fail("initializer_range", "must be a finite number > 0, got " + config_num(initializer_range));
+  if (!(std::isfinite(z_loss) && z_loss >= 0)) config_fail("z_loss", "must be a finite number >= 0, got " + config_num(z_loss));
+  if (!std::isfinite(gated_add_alpha)) config_fail("gated_add_alpha", "must be a finite number, got " + config_num(gated_add_alpha));
+  // What the sizes imply together.
+  const std::uint64_t rope = std::uint64_t(max_position_embeddings) * std::uint64_t(hs());
+  if (rope > L::max_rope_table)
+    config_fail("max_position_embeddings", "max_position_embeddings x head_dim = " + std::to_string(max_position_embeddings) + " x " +
+                                               std::to_string(hs()) + " = " + std::to_string(rope) + " RoPE table elements, over the limit of " +
+                                               std::to_string(L::max_rope_table));
+  const std::uint64_t np = parameter_count();
+  if (np > L::max_parameters)
+    config_fail("parameters", "the config implies " + std::to_string(np) + " parameters (vocab_size " + std::to_string(vocab_size) + ", hidden_size " +
+                                  std::to_string(hidden_size) + ", num_hidden_layers " + std::to_string(num_hidden_layers) + ", intermediate_size " +
+                                  std::to_string(intermediate_size) + "), over the limit of " + std::to_string(L::max_parameters));
   if (fuser.empty()) config_fail("fuser", "is empty (none, glu, gated_add, concat or a user fuser's name)");
+  if (fuser.size() > 64) config_fail("fuser", "a name of " + std::to_string(fuser.size()) + " bytes is too long (at most 64): " + detail::config_quote(fuser));
   parse_tap(*this);
   if (feedback_source != "layer" && feedback_layer != -1)
-    config_fail("feedback_layer", "is set (" + std::to_string(feedback_layer) + ") but feedback_source is \"" + feedback_source + "\", not \"layer\"");
+    config_fail("feedback_layer", "is set (" + std::to_string(feedback_layer) + ") but feedback_source is " + detail::config_quote(feedback_source) + ", not \"layer\"");
   parse_input_norm(*this);
   parse_doc_attention(*this);
   parse_glu_init(*this);

@@ -11,7 +11,8 @@
 // A model is made from a ModelConfig (the builder, model/builder.hpp) or composed from parts by a
 // program; either way it registers every tensor under its checkpoint name (Hugging Face Qwen3 names,
 // model.feedback.* for the feedback tensors) in one ParamStore and keeps a ModelConfig describing
-// itself for the checkpoint. Layers own only offsets; activations live in a Workspace (model/pass.hpp)
+// itself for the checkpoint. Model::plan(cfg) lists the tensors a config implies without allocating
+// them (what a loader checks a file against first). Layers own only offsets; activations live in a Workspace (model/pass.hpp)
 // and run on a backend (backend/), so the same model trains and decodes on the CPU or a GPU.
 #pragma once
 
@@ -60,6 +61,15 @@ template <class T, class F = GluFuser<T>, class B = DecoderBlock<T>> class Model
     cfg = describe_model(*this);
   }
 
+  /// \brief The tensors (names, shapes, offsets) and the constant tables a config implies for this model
+  /// type, found by declaring the model into a store in planning mode: nothing of the parameters'
+  /// or the tables' size is allocated. What load_model compares with a file before it builds the model.
+  /// Validates the config and its fuser as the constructor does.
+  static ParamLayout plan(const ModelConfig& c) {
+    Model m(checked(c), PlanTag{});
+    return m.params.layout();
+  }
+
   bool feedback() const { return has_feedback; }
   /// Offset of the LM head's weight (V, D): the embedding when tied.
   std::size_t head_offset() const { return opts.tie_word_embeddings ? embed.w : lm_head; }
@@ -95,14 +105,27 @@ template <class T, class F = GluFuser<T>, class B = DecoderBlock<T>> class Model
                   "\" (choose the type with fbt::with_model, or set fuser to \"" + F::name + "\")");
     return c;
   }
-  Model(const ModelConfig& c, TypeTag<void>, std::uint64_t seed)
+  struct PlanTag {};
+  Model(const ModelConfig& c, TypeTag<void>, std::uint64_t seed) : Model(c, PlanTag{}, false) { assemble(seed); }
+  /// The parts a config describes; when planning, the store only records the layout (see plan()).
+  Model(const ModelConfig& c, PlanTag, bool planning = true)
       : cfg(c), embed(c.vocab_size, c.hidden_size, c.initializer_range), fuser(FuserConfig<F>::make(c)), opts(model_options(c)) {
     cfg.head_dim = c.hs();
+    blocks.reserve(std::size_t(c.num_hidden_layers));
     for (int l = 0; l < c.num_hidden_layers; ++l) blocks.push_back(BlockConfig<B>::make(layer_spec(c, l)));
-    assemble(seed);
+    if (planning) {
+      params.plan_only();
+      declare_all();
+    }
   }
-  /// Declares every tensor in checkpoint order (embedding, layers, final norm, head, feedback) and initialises.
+  /// Declares every tensor, then allocates the values and initialises them.
   void assemble(std::uint64_t seed) {
+    declare_all();
+    params.finalize();
+    params.init(seed);
+  }
+  /// Declares every tensor in checkpoint order (embedding, layers, final norm, head, feedback).
+  void declare_all() {
     D = embed.D, V = embed.V, L = int(blocks.size());
     FBT_ASSERT(L >= 1, "fbt::Model: the stack needs at least one block");
     FBT_ASSERT(opts.tap.is_final_norm() || opts.tap.layer < L,
@@ -118,8 +141,6 @@ template <class T, class F = GluFuser<T>, class B = DecoderBlock<T>> class Model
       in_norm.declare(model.scope("feedback").scope("in_norm"));
       fuser.declare(model.scope("feedback"));
     }
-    params.finalize();
-    params.init(seed);
   }
 };
 
