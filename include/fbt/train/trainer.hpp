@@ -140,7 +140,7 @@ inline void check_rng_state(const std::string& s, const std::string& where, cons
   };
   const std::size_t n_expected = count(Rng(1).state());
   const std::size_t n_words = std::mt19937::state_size;
-  if (count(s) != n_expected) fail("it holds " + std::to_string(count(s)) + " fields, not " + std::to_string(n_expected));
+  if (count(s) != n_expected) fail("it holds " + std::to_string(count(s)) + " field(s), not " + std::to_string(n_expected));
   std::istringstream is(s);
   std::string w;
   for (std::size_t i = 0; i + 2 < n_expected; ++i) {
