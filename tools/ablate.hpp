@@ -25,6 +25,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -36,6 +37,11 @@
 #include "fbt/train/trainer.hpp"
 
 namespace fbt {
+
+/// Largest task_examples of a grid (greedy examples per decoding mode and length).
+inline constexpr int kMaxTaskExamples = 1000000;
+/// Largest token budget of a run (1e15): its step count must stay a long and its cadence an int.
+inline constexpr double kMaxTokens = 1e15;
 
 struct AblationGrid {
   TrainConfig base;
@@ -67,14 +73,16 @@ inline std::string safe_name(const std::string& s) {
 inline std::string json_scalar(const nlohmann::json& v, const std::string& where) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_number_unsigned()) return std::to_string(v.get<unsigned long long>());
   if (v.is_number_integer()) return std::to_string(v.get<long long>());
   if (v.is_number()) return num(v.get<double>());
-  throw Error(where + ": expected a string, number or boolean, got " + v.dump());
+  throw Error(where + ": expected a string, number or boolean, got " + std::string(v.type_name()));
 }
 inline double parse_tokens(const std::string& v, const std::string& where) {
   char* end = nullptr;
   const double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != 0 || !(x > 0) || !std::isfinite(x)) throw Error(where + ": tokens must be a positive number, got \"" + v + "\"");
+  if (v.empty() || *end != 0 || !decimal_chars(v) || !(x > 0) || !std::isfinite(x) || x > kMaxTokens)
+    throw Error(where + ": tokens must be a positive number of at most 1e15, got " + quote_value(v));
   return x;
 }
 }  // namespace detail
@@ -87,10 +95,21 @@ inline AblationGrid load_ablation_grid(const std::string& path, AblationGrid g =
   const nlohmann::json j = read_json_file(path, "grid file");
   const std::string where = "grid file '" + path + "'";
   if (!j.is_object()) throw Error(where + ": must hold one JSON object");
-  auto integer = [&](const nlohmann::json& v, const std::string& key) {
-    if (!v.is_number_integer()) throw Error(where + ": " + key + " must be an integer, got " + v.dump());
-    return v.get<long long>();
+  // an integer key's value, range-checked (no wrap): [lo, hi]
+  auto integer = [&](const nlohmann::json& v, const std::string& key, long long lo, long long hi) {
+    const std::string text = v.is_number_unsigned() ? std::to_string(v.get<unsigned long long>())
+                             : v.is_number_integer() ? std::to_string(v.get<long long>()) : std::string();
+    if (text.empty()) throw Error(where + ": " + key + " must be an integer, got " + std::string(v.type_name()));
+    const long long x = detail::parse_integer_as<long long>(where + ": " + key, text);
+    if (x < lo || x > hi) throw Error(where + ": " + key + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + text);
+    return x;
   };
+  auto seed = [&](const nlohmann::json& v) {
+    if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<long long>() < 0))
+      throw Error(where + ": seeds must be an integer in [0, 2^64 - 1], got " + (v.is_number() ? v.dump() : std::string(v.type_name())));
+    return v.is_number_unsigned() ? std::uint64_t(v.get<unsigned long long>()) : std::uint64_t(v.get<long long>());
+  };
+  const long long imax = std::numeric_limits<int>::max();
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
     const nlohmann::json& v = it.value();
@@ -103,13 +122,14 @@ inline AblationGrid load_ablation_grid(const std::string& path, AblationGrid g =
         const std::string w = where + " (runs[" + std::to_string(i) + "])";
         if (!v[i].is_object()) throw Error(w + ": must be an object of field: value");
         std::vector<std::pair<std::string, std::string>> r;
-        for (auto f2 = v[i].begin(); f2 != v[i].end(); ++f2) r.push_back({f2.key(), detail::json_scalar(f2.value(), w + " field " + f2.key())});
+        for (auto f2 = v[i].begin(); f2 != v[i].end(); ++f2)
+          r.push_back({f2.key(), detail::json_scalar(f2.value(), w + " field " + detail::excerpt(f2.key()))});
         g.runs.push_back(r);
       }
     } else if (k == "vary") {
       if (!v.is_object()) throw Error(where + ": vary must be an object of field: [values]");
       for (auto f2 = v.begin(); f2 != v.end(); ++f2) {
-        const std::string w = where + " (vary." + f2.key() + ")";
+        const std::string w = where + " (vary." + detail::excerpt(f2.key()) + ")";
         if (!f2->is_array() || f2->empty()) throw Error(w + ": must be a non-empty list of values");
         std::vector<std::string> vals;
         for (const auto& x : *f2) vals.push_back(detail::json_scalar(x, w));
@@ -118,28 +138,28 @@ inline AblationGrid load_ablation_grid(const std::string& path, AblationGrid g =
     } else if (k == "seeds") {
       if (!v.is_array() || v.empty()) throw Error(where + ": seeds must be a non-empty list of integers");
       g.seeds.clear();
-      for (const auto& s : v) g.seeds.push_back(std::uint64_t(integer(s, "seeds")));
+      for (const auto& s : v) g.seeds.push_back(seed(s));
     } else if (k == "tokens") {
       g.tokens = detail::parse_tokens(detail::json_scalar(v, where + " tokens"), where);
     } else if (k == "evals") {
-      g.evals = int(integer(v, k));
+      g.evals = int(integer(v, k, 1, imax));
     } else if (k == "task_examples") {
-      g.task_examples = int(integer(v, k));
+      g.task_examples = int(integer(v, k, 0, kMaxTaskExamples));
     } else if (k == "task_lengths") {
       if (!v.is_array() || v.empty()) throw Error(where + ": task_lengths must be a non-empty list of integers");
       g.task_lengths.clear();
-      for (const auto& x : v) g.task_lengths.push_back(int(integer(x, "task_lengths")));
+      for (const auto& x : v) g.task_lengths.push_back(int(integer(x, "task_lengths", 1, detail::kMaxLengthMult)));
     } else if (k == "decode_timing") {
-      g.decode_timing = int(integer(v, k));
+      g.decode_timing = int(integer(v, k, 0, 1));
     } else if (k == "jobs") {
-      g.jobs = int(integer(v, k));
+      g.jobs = int(integer(v, k, 1, 64));
     } else if (k == "out_dir") {
       if (!v.is_string()) throw Error(where + ": out_dir must be a string");
       g.out_dir = v.get<std::string>();
     } else if (k == "comment") {
       // free text for the reader of the file
     } else {
-      throw Error(where + ": unknown key \"" + k + "\" (known: base, runs, vary, seeds, tokens, evals, task_examples, task_lengths, decode_timing, jobs, out_dir, comment)");
+      throw Error(where + ": unknown key \"" + detail::excerpt(k) + "\" (known: base, runs, vary, seeds, tokens, evals, task_examples, task_lengths, decode_timing, jobs, out_dir, comment)");
     }
   }
   return g;
@@ -151,9 +171,13 @@ inline std::vector<AblationRun> expand_grid(const AblationGrid& g) {
   if (g.seeds.empty()) throw Error("ablate: the seed list is empty");
   if (g.evals < 1) throw Error("ablate: evals must be >= 1 (got " + std::to_string(g.evals) + ")");
   if (g.jobs < 1 || g.jobs > 64) throw Error("ablate: jobs must be in [1, 64] (got " + std::to_string(g.jobs) + ")");
-  if (g.task_examples < 0) throw Error("ablate: task_examples must be >= 0");
+  if (g.task_examples < 0 || g.task_examples > kMaxTaskExamples)
+    throw Error("ablate: task_examples must be in [0, " + std::to_string(kMaxTaskExamples) + "] (got " + std::to_string(g.task_examples) + ")");
+  if (g.decode_timing != 0 && g.decode_timing != 1) throw Error("ablate: decode_timing must be 0 or 1 (got " + std::to_string(g.decode_timing) + ")");
+  if (!(g.tokens >= 0 && g.tokens <= kMaxTokens)) throw Error("ablate: tokens must be in [0, 1e15] (got " + detail::num(g.tokens) + ")");
   for (int m : g.task_lengths)
-    if (m < 1 || m > 64) throw Error("ablate: task_lengths must be in [1, 64] (got " + std::to_string(m) + ")");
+    if (m < 1 || m > detail::kMaxLengthMult)
+      throw Error("ablate: task_lengths must be in [1, " + std::to_string(detail::kMaxLengthMult) + "] (got " + std::to_string(m) + ")");
   std::vector<std::vector<std::pair<std::string, std::string>>> combos = g.runs.empty() ? decltype(combos){{}} : g.runs;
   for (const auto& ax : g.vary) {
     decltype(combos) next;
@@ -174,7 +198,7 @@ inline std::vector<AblationRun> expand_grid(const AblationGrid& g) {
       double tokens = g.tokens;
       std::string name;
       for (const auto& kv : c) {
-        const std::string where = "ablate run {" + kv.first + "=" + kv.second + "}";
+        const std::string where = "ablate run {" + detail::excerpt(kv.first) + "=" + detail::excerpt(kv.second) + "}";
         if (kv.first == "tokens") tokens = detail::parse_tokens(kv.second, where);
         else if (kv.first == "seed" || kv.first == "out_dir") throw Error(where + ": " + kv.first + " is set by the grid (seeds, out_dir), not per run");
         else {
@@ -195,11 +219,16 @@ inline std::vector<AblationRun> expand_grid(const AblationGrid& g) {
         const double per_step = double(r.cfg.batch_size) * r.cfg.seq_len * r.cfg.grad_accum;
         r.cfg.steps = std::max(1L, long(std::llround(tokens / per_step)));
       }
-      r.cfg.eval_every = int((r.cfg.steps + g.evals - 1) / g.evals);
+      const long every = r.cfg.steps / g.evals + (r.cfg.steps % g.evals != 0);  // ceil(steps / evals), without overflow
+      if (every > std::numeric_limits<int>::max())
+        throw Error("ablate run " + name + ": steps " + std::to_string(r.cfg.steps) + " / evals " + std::to_string(g.evals) +
+                    " is over the largest eval_every (" + std::to_string(std::numeric_limits<int>::max()) + "); raise evals");
+      r.cfg.eval_every = int(every);
       r.cfg.checkpoint_every = r.cfg.eval_every;
       r.cfg.progress = false;
       r.cfg.out_dir = g.out_dir + "/" + name;
       r.name = name;
+      resolve_data_path(r.cfg);  // as the trainer records it: a relative text path made absolute
       try {
         validate(r.cfg);
         with_model<float>(r.cfg.model, [](auto) {});  // a fuser this program has (the built-in ones)
@@ -211,6 +240,23 @@ inline std::vector<AblationRun> expand_grid(const AblationGrid& g) {
     }
   return out;
 }
+
+namespace detail {
+/// Whether a result's recorded config is `cfg`'s. A record from before text paths were stored absolute
+/// is compared after resolving its data path the same way (against the current directory).
+inline bool same_run_config(const nlohmann::json& stored, const TrainConfig& cfg) {
+  const nlohmann::json want = to_json(cfg);
+  if (stored == want) return true;
+  try {
+    TrainConfig t;
+    apply_json(t, stored, "result");
+    resolve_data_path(t);
+    return to_json(t) == want;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+}  // namespace detail
 
 /// \brief The result of one run as written to result.json (also read back for the summary).
 struct AblationResult {
@@ -392,7 +438,7 @@ inline int run_grid(const AblationGrid& g, std::FILE* out = stderr) {
       todo.push_back(i);  // a damaged result: run again
       continue;
     }
-    if (j.value("config", nlohmann::json()) != to_json(runs[i].cfg))
+    if (!detail::same_run_config(j.value("config", nlohmann::json()), runs[i].cfg))
       throw Error("ablate: '" + p + "' was made with another config than this grid gives run " + runs[i].name +
                   " (the base or the budget changed?); remove that directory or choose another out_dir");
     done_steps += runs[i].cfg.steps;

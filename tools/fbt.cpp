@@ -8,14 +8,17 @@
 //   fbt logits --checkpoint CKPT (--text TEXT | --text_file FILE) [--passes K] --out FILE.npy
 // Every error is one line on stderr naming the file, field or value at fault, and exit status 1.
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <thread>
 
 #include <unistd.h>
 
 #include "ablate.hpp"
+#include "cli.hpp"
 #include "fbt/io/npy.hpp"
 #include "fbt/train/task_eval.hpp"
 #include "fbt/train/trainer.hpp"
@@ -24,50 +27,17 @@ using namespace fbt;
 
 namespace {
 
-using Args = std::vector<std::pair<std::string, std::string>>;
+using cli::Args;
+using cli::int_option;
+using cli::model_path;
+using cli::no_leftovers;
+using cli::real_option;
+using cli::take;
+using cli::wants_help;
 
-/// --name value / --name=value pairs (everything after the subcommand).
-Args parse_args(int argc, char** argv, int from) {
-  Args a;
-  for (int i = from; i < argc; ++i) {
-    std::string k = argv[i];
-    if (k == "--help" || k == "-h") {
-      a.push_back({"help", ""});
-      continue;
-    }
-    if (k.rfind("--", 0) != 0) throw Error("unexpected argument \"" + k + "\" (options look like --name value)");
-    k = k.substr(2);
-    const auto eq = k.find('=');
-    if (eq != std::string::npos) {
-      a.push_back({k.substr(0, eq), k.substr(eq + 1)});
-    } else {
-      if (i + 1 >= argc) throw Error("option --" + k + " needs a value");
-      a.push_back({k, argv[++i]});
-    }
-  }
-  return a;
-}
-bool wants_help(const Args& a) {
-  for (const auto& kv : a)
-    if (kv.first == "help") return true;
-  return false;
-}
-std::string take(Args& a, const std::string& key, const std::string& def) {
-  for (auto it = a.begin(); it != a.end(); ++it)
-    if (it->first == key) {
-      const std::string v = it->second;
-      a.erase(it);
-      return v;
-    }
-  return def;
-}
-void no_leftovers(const Args& a, const char* cmd) {
-  if (!a.empty()) throw Error(std::string("fbt ") + cmd + ": unknown option --" + a.front().first + " (see fbt " + cmd + " --help)");
-}
-std::string model_path(const std::string& p) {
-  if (std::filesystem::is_directory(p)) return p + "/model.safetensors";
-  return p;
-}
+/// Set once a command has started printing live progress lines (training, a demo, a grid): from then on
+/// an error starts on a line of its own. Refusals before that are exactly one line on stderr.
+bool g_progress_started = false;
 
 const char* kUsage =
     "fbt: full-bandwidth transformers (arXiv:2608.08888) on the CPU\n\n"
@@ -96,10 +66,12 @@ int cmd_train(Args a) {
   }
   const std::string resume = take(a, "resume", ""), config = take(a, "config", "");
   if (!resume.empty()) {
-    static const char* allowed[] = {"steps", "eval_every", "checkpoint_every", "out_dir", "progress", "eval_windows", "seq_eval_windows", "monitor_passes"};
+    static const char* allowed[] = {"steps",  "eval_every", "checkpoint_every", "out_dir",       "progress",
+                                    "eval_windows", "seq_eval_windows", "monitor_passes", "max_memory_gb"};
     for (const auto& kv : a)
       if (std::find_if(std::begin(allowed), std::end(allowed), [&](const char* s) { return kv.first == s; }) == std::end(allowed))
-        throw Error("fbt train --resume: --" + kv.first + " would change the run's math; only steps, cadence and output options may change");
+        throw Error("fbt train --resume: --" + detail::excerpt(kv.first) +
+                    " would change the run's math; only steps, cadence, output options and max_memory_gb may change");
     with_model<float>(read_train_config(resume).model, [&](auto tag) {
       using M = typename decltype(tag)::type;
       auto t = Trainer<M>::resume(resume, [&](TrainConfig& c) {
@@ -110,15 +82,19 @@ int cmd_train(Args a) {
                        before, c.steps);
       });
       std::fprintf(stderr, "resumed from %s at step %ld\n", resume.c_str(), t->step);
+      g_progress_started = true;
       t->run(stderr);
     });
     return 0;
   }
   TrainConfig c = config.empty() ? TrainConfig{} : load_train_config_file(config);
   for (const auto& kv : a) set_config_field(c, kv.first, kv.second);
+  check_train_memory(c);  // before anything is allocated: a config far too large is refused with its estimate
   validate(c);
+  resolve_data_path(c);   // the run's record names its corpus by absolute path (eval works from anywhere)
   with_model<float>(c.model, [&](auto tag) {
     Trainer<typename decltype(tag)::type> t(c);
+    g_progress_started = true;
     t.run(stderr);
   });
   return 0;
@@ -142,26 +118,47 @@ int cmd_eval(Args a) {
   TrainConfig c;
   // a checkpoint directory from fbt train records its run: its data settings are the defaults here
   const std::string state = ck + "/train_state.safetensors";
-  if (std::filesystem::is_directory(ck) && std::filesystem::exists(state)) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(ck, ec) && std::filesystem::exists(state, ec)) {
+    detail::require_regular_file(state, "training state");
     const SafetensorsFile f = read_safetensors(state);
-    if (f.metadata.count("train_config")) apply_json(c, nlohmann::json::parse(f.metadata.at("train_config")), "training state '" + state + "'");
+    if (f.metadata.count("train_config")) {
+      const std::string where = "training state '" + state + "' (train_config)";
+      apply_json(c, detail::parse_json_strict(f.metadata.at("train_config"), where), where);
+    }
   }
-  c.data = take(a, "data", c.data);
-  c.task_difficulty = int(detail::parse_long("task_difficulty", take(a, "task_difficulty", std::to_string(c.task_difficulty))));
+  const std::string data_opt = take(a, "data", "");
+  if (!data_opt.empty()) {
+    c.data = data_opt;
+    resolve_data_path(c);  // a path given here is relative to the current directory
+  } else if (c.data.rfind("task:", 0) != 0 && std::filesystem::path(c.data).is_relative() && !std::filesystem::exists(c.data, ec)) {
+    // runs from before data paths were recorded absolute stored them as given
+    throw Error("the checkpoint's run recorded its data as the relative path '" + detail::excerpt(c.data, 200) +
+                "', which does not exist from this directory; give --data PATH");
+  }
+  c.task_difficulty = int_option<int>("task_difficulty", take(a, "task_difficulty", std::to_string(c.task_difficulty)), 1,
+                                      std::numeric_limits<int>::max());
   c.doc_split = take(a, "doc_split", c.doc_split);
-  c.val_fraction = detail::parse_double("val_fraction", take(a, "val_fraction", detail::num(c.val_fraction)));
-  c.seq_len = int(detail::parse_long("seq_len", take(a, "seq_len", std::to_string(c.seq_len))));
-  const int windows = int(detail::parse_long("windows", take(a, "windows", "32")));
-  const int seq_windows = int(detail::parse_long("seq_windows", take(a, "seq_windows", "2")));
-  const int monitor = int(detail::parse_long("monitor", take(a, "monitor", "30")));
+  c.val_fraction = real_option("val_fraction", take(a, "val_fraction", detail::num(c.val_fraction)), 0, false, 1, true);
+  c.seq_len = int_option<int>("seq_len", take(a, "seq_len", std::to_string(c.seq_len)), 2, std::numeric_limits<int>::max(), "tokens per window");
+  const int windows = int_option<int>("windows", take(a, "windows", "32"), 0, std::numeric_limits<int>::max(), "0 = every validation window");
+  const int seq_windows = int_option<int>("seq_windows", take(a, "seq_windows", "2"), 0, std::numeric_limits<int>::max(), "0 = none");
+  const int monitor = int_option<int>("monitor", take(a, "monitor", "30"), 0, kMaxPasses, "passes of the contraction monitor, 0 = off");
   const std::string passes = take(a, "passes", "");
+  const int K_opt = passes.empty() ? 0 : int_option<int>("passes", passes, 1, kMaxPasses, "passes to evaluate");
   no_leftovers(a, "eval");
-  with_model<float>(read_model_config(model_path(ck)), [&](auto tag) {
+  validate_data(c);
+  const ModelConfig mc = cli::checkpoint_config(ck);
+  if (c.seq_len > mc.max_position_embeddings)
+    throw Error("--seq_len " + std::to_string(c.seq_len) + ": exceeds the model's max_position_embeddings (" +
+                std::to_string(mc.max_position_embeddings) + ")");
+  if (K_opt > 1 && !mc.feedback()) throw Error("--passes " + std::to_string(K_opt) + ": the checkpoint is a baseline (fuser none), which has 1 pass");
+  with_model<float>(mc, [&](auto tag) {
     using M = typename decltype(tag)::type;
     M m = load_model<M>(model_path(ck));
     c.model = m.cfg;
     auto data = make_data_source(c);
-    const int K = passes.empty() ? (M::has_feedback ? 3 : 1) : int(detail::parse_long("passes", passes));
+    const int K = K_opt > 0 ? K_opt : (M::has_feedback ? 3 : 1);
     Workspace<M> w;
     std::printf("checkpoint %s: %zu parameters, fuser %s; data %s\n", ck.c_str(), m.params.size(), m.cfg.fuser.c_str(), data->describe().c_str());
     const auto vl = evaluate_passes(m, w, *data, c.seq_len, K, windows);
@@ -200,16 +197,26 @@ int cmd_sample(Args a) {
   if (prompt.empty()) throw Error("fbt sample: --prompt is required (a non-empty text)");
   GenerateOptions o;
   o.mode = DecodeModeSpec::parse(take(a, "mode", "soft"));
-  o.max_new_tokens = int(detail::parse_long("max_new_tokens", take(a, "max_new_tokens", "200")));
-  o.sampling.temperature = detail::parse_double("temperature", take(a, "temperature", "0.8"));
-  o.sampling.top_k = int(detail::parse_long("top_k", take(a, "top_k", "0")));
-  o.sampling.top_p = detail::parse_double("top_p", take(a, "top_p", "1"));
-  o.seed = std::uint64_t(detail::parse_long("seed", take(a, "seed", "1")));
-  const int n = int(detail::parse_long("n", take(a, "n", "1")));
+  const int imax = std::numeric_limits<int>::max();
+  o.max_new_tokens = int_option<int>("max_new_tokens", take(a, "max_new_tokens", "200"), 1, imax, "tokens to generate");
+  o.sampling.temperature = real_option("temperature", take(a, "temperature", "0.8"), 0, false, HUGE_VAL, true, "0 = greedy");
+  o.sampling.top_k = int_option<int>("top_k", take(a, "top_k", "0"), 0, imax, "0 = off");
+  o.sampling.top_p = real_option("top_p", take(a, "top_p", "1"), 0, true, 1, false, "1 = off");
+  o.seed = int_option<std::uint64_t>("seed", take(a, "seed", "1"), 0, std::numeric_limits<std::uint64_t>::max());
+  const int n = int_option<int>("n", take(a, "n", "1"), 1, 1024, "samples");
   no_leftovers(a, "sample");
   o.sampling.validate();
+  const ModelConfig mc = cli::checkpoint_config(ck);
+  // the prompt and the new tokens must fit the model's positions: said before the weights are loaded
+  const long long P = static_cast<long long>(prompt.size()) + 1, maxpos = mc.max_position_embeddings;  // + the document separator
+  if (P > maxpos)
+    throw Error("--prompt: " + std::to_string(P) + " tokens (its bytes and the document separator), more than the model's max_position_embeddings (" +
+                std::to_string(maxpos) + ")");
+  if (P + o.max_new_tokens > maxpos)
+    throw Error("--max_new_tokens " + std::to_string(o.max_new_tokens) + ": the prompt takes " + std::to_string(P) + " of the model's " +
+                std::to_string(maxpos) + " positions (max_position_embeddings), so at most " + std::to_string(maxpos - P) + " new tokens fit");
   std::vector<std::vector<int>> outs;
-  with_model<float>(read_model_config(model_path(ck)), [&](auto tag) {
+  with_model<float>(mc, [&](auto tag) {
     using M = typename decltype(tag)::type;
     M m = load_model<M>(model_path(ck));
     if (o.mode.mode != DecodeMode::Standard && !M::has_feedback) {
@@ -220,13 +227,13 @@ int cmd_sample(Args a) {
     std::vector<Request> reqs;
     for (int i = 0; i < n; ++i) {
       reqs.push_back({ByteTokenizer::encode_document(prompt), o});
-      reqs.back().opts.seed = o.seed + i;
+      reqs.back().opts.seed = o.seed + std::uint64_t(i);  // wraps at 2^64 by design: seeds are bit patterns
     }
     outs = generate_batch(dec, reqs);
   });
   for (int i = 0; i < n; ++i)
     std::printf("--- sample %d (%s, temperature %g, seed %llu)\n%s%s\n", i + 1, o.mode.name().c_str(), o.sampling.temperature,
-                (unsigned long long)(o.seed + i), prompt.c_str(), ByteTokenizer::decode_visible(outs[i]).c_str());
+                (unsigned long long)(o.seed + std::uint64_t(i)), prompt.c_str(), ByteTokenizer::decode_visible(outs[i]).c_str());
   return 0;
 }
 
@@ -254,9 +261,9 @@ int cmd_demo(Args a) {
   }
   TrainConfig base;
   base.data = "task:" + take(a, "task", "addition");
-  base.task_difficulty = int(detail::parse_long("task_difficulty", take(a, "task_difficulty", "3")));
-  base.steps = detail::parse_long("steps", take(a, "steps", "600"));
-  const int n_examples = int(detail::parse_long("examples", take(a, "examples", "100")));
+  base.task_difficulty = int_option<int>("task_difficulty", take(a, "task_difficulty", "3"), 1, std::numeric_limits<int>::max());
+  base.steps = int_option<long>("steps", take(a, "steps", "600"), 1, std::numeric_limits<long>::max(), "optimizer steps");
+  const int n_examples = int_option<int>("examples", take(a, "examples", "100"), 0, 1000000, "task examples per decoding mode");
   const std::string out_dir = take(a, "out_dir", "runs/demo");
   no_leftovers(a, "demo");
   base.batch_size = 16, base.seq_len = 128, base.lr = 3e-3, base.min_lr = 3e-4, base.warmup_steps = 50;
@@ -268,6 +275,7 @@ int cmd_demo(Args a) {
   TrainConfig cb = base, cf = base;
   cb.model.fuser = "none", cb.schedule.feedback_start = 1.0, cb.schedule.K_max = 1, cb.schedule.pass_mix = {{1, 1.0}}, cb.out_dir = out_dir + "/baseline";
   cf.model.fuser = "glu", cf.out_dir = out_dir + "/fbt";
+  validate(cb), validate(cf);  // before the demo removes anything (names the bad option's field, e.g. task_difficulty)
   // the demo owns its two run directories: a new demo replaces the last one's
   std::filesystem::remove_all(cb.out_dir), std::filesystem::remove_all(cf.out_dir);
   Trainer<Model<float, NoFuser<float>>> trainer_b(cb);
@@ -295,6 +303,7 @@ int cmd_demo(Args a) {
     d.tokens = trainer.tokens, d.compute_tokens = trainer.compute_tokens;
     d.progress.store(-1);
   };
+  g_progress_started = true;
   std::thread tb([&] { work(models[0], trainer_b, {"standard"}); });
   std::thread tf([&] { work(models[1], trainer_f, {"standard", "soft", "fused(1)", "fused(2)"}); });
   const bool tty = isatty(fileno(stderr));
@@ -402,22 +411,23 @@ int cmd_ablate(Args a) {
                     out = take(a, "out_dir", ""), dry = take(a, "dry_run", "false");
   if (!seeds.empty()) {
     g.seeds.clear();
-    for (const auto& s : split(seeds, ',')) g.seeds.push_back(std::uint64_t(detail::parse_long("seeds", s)));
+    for (const auto& s : split(seeds, ','))
+      g.seeds.push_back(int_option<std::uint64_t>("seeds", s, 0, std::numeric_limits<std::uint64_t>::max(), "a list like 1,2,3"));
   }
   if (!tokens.empty()) g.tokens = detail::parse_tokens(tokens, "--tokens");
-  if (!evals.empty()) g.evals = int(detail::parse_long("evals", evals));
-  if (!tex.empty()) g.task_examples = int(detail::parse_long("task_examples", tex));
+  if (!evals.empty()) g.evals = int_option<int>("evals", evals, 1, std::numeric_limits<int>::max(), "evaluations per run");
+  if (!tex.empty()) g.task_examples = int_option<int>("task_examples", tex, 0, kMaxTaskExamples, "greedy examples per decoding mode");
   const std::string tl = take(a, "task_lengths", "");
   if (!tl.empty()) {
     g.task_lengths.clear();
-    for (const auto& s : split(tl, ',')) g.task_lengths.push_back(int(detail::parse_long("task_lengths", s)));
+    for (const auto& s : split(tl, ',')) g.task_lengths.push_back(int_option<int>("task_lengths", s, 1, detail::kMaxLengthMult, "a list like 1,2,4"));
   }
-  if (!dt.empty()) g.decode_timing = int(detail::parse_long("decode_timing", dt));
-  if (!jobs.empty()) g.jobs = int(detail::parse_long("jobs", jobs));
+  if (!dt.empty()) g.decode_timing = int_option<int>("decode_timing", dt, 0, 1);
+  if (!jobs.empty()) g.jobs = int_option<int>("jobs", jobs, 1, 64, "runs at a time");
   if (!out.empty()) g.out_dir = out;
   for (std::string v = take(a, "vary", ""); !v.empty(); v = take(a, "vary", "")) {
     const auto eq = v.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) throw Error("--vary \"" + v + "\": expected FIELD=v1|v2|...");
+    if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) throw Error("--vary \"" + detail::excerpt(v) + "\": expected FIELD=v1|v2|...");
     g.vary.push_back({v.substr(0, eq), split(v.substr(eq + 1), '|')});
   }
   for (const auto& kv : a) set_config_field(g.base, kv.first, kv.second);  // the rest: base fields
@@ -434,6 +444,7 @@ int cmd_ablate(Args a) {
     std::printf("%zu runs, %ld steps, %.3gM token-equivalent compute; out_dir %s\n", runs.size(), steps, compute / 1e6, g.out_dir.c_str());
     return 0;
   }
+  g_progress_started = true;
   const int failed = run_grid(g, stderr);
   return failed ? 1 : 0;
 }
@@ -451,20 +462,21 @@ int cmd_logits(Args a) {
   }
   const std::string ck = take(a, "checkpoint", ""), text = take(a, "text", ""), tf = take(a, "text_file", ""), out = take(a, "out", "");
   const std::string passes = take(a, "passes", "");
+  const int K_opt = passes.empty() ? 0 : int_option<int>("passes", passes, 1, kMaxPasses, "passes whose logits are written");
   no_leftovers(a, "logits");
   if (ck.empty()) throw Error("fbt logits: --checkpoint is required");
   if (out.empty()) throw Error("fbt logits: --out FILE.npy is required");
   if (text.empty() == tf.empty()) throw Error("fbt logits: give exactly one of --text and --text_file");
-  const std::string body = tf.empty() ? text : detail::read_file_bytes(tf, "logits");
+  const std::string body = tf.empty() ? text : cli::read_text_option("text_file", tf);
   std::vector<float> all;  // (K, T, V)
   std::vector<int> tok = ByteTokenizer::encode_document(body);
   int K = 0, Tn = 0, V = 0;
-  with_model<float>(read_model_config(model_path(ck)), [&](auto tag) {
+  const ModelConfig mc = cli::checkpoint_config(ck);
+  if (K_opt > 1 && !mc.feedback()) throw Error("--passes " + std::to_string(K_opt) + ": the checkpoint is a baseline (fuser none), which has 1 pass");
+  with_model<float>(mc, [&](auto tag) {
     using M = typename decltype(tag)::type;
     M m = load_model<M>(model_path(ck));
-    K = passes.empty() ? (M::has_feedback ? 3 : 1) : int(detail::parse_long("passes", passes));
-    if (K < 1 || (K > 1 && !M::has_feedback))
-      throw Error("fbt logits: --passes " + std::to_string(K) + ": a baseline has 1 pass, a full-bandwidth model >= 1");
+    K = K_opt > 0 ? K_opt : (M::has_feedback ? 3 : 1);
     if (int(tok.size()) > m.cfg.max_position_embeddings) tok.resize(m.cfg.max_position_embeddings);
     Tn = int(tok.size()), V = m.V;
     if (Tn < 2) throw Error("fbt logits: the text must hold at least one byte");
@@ -489,17 +501,17 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = argv[1];
   try {
-    Args a = parse_args(argc, argv, 2);
+    Args a = cli::parse_args(argc, argv, 2);
     if (cmd == "train") return cmd_train(a);
     if (cmd == "eval") return cmd_eval(a);
     if (cmd == "sample") return cmd_sample(a);
     if (cmd == "demo") return cmd_demo(a);
     if (cmd == "ablate") return cmd_ablate(a);
     if (cmd == "logits") return cmd_logits(a);
-    std::fprintf(stderr, "fbt: unknown command \"%s\"\n\n%s", cmd.c_str(), kUsage);
+    std::fprintf(stderr, "fbt: unknown command \"%s\"\n\n%s", cli::one_line(cmd).c_str(), kUsage);
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "\nfbt %s: error: %s\n", cmd.c_str(), e.what());
+    std::fprintf(stderr, "%sfbt %s: error: %s\n", g_progress_started ? "\n" : "", cli::one_line(cmd).c_str(), cli::one_line(e.what()).c_str());
     return 1;
   }
 }

@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "fbt/data/dataset.hpp"
 
 using namespace fbt;
@@ -243,6 +246,28 @@ TEST(TextDataset, RefusesMissingEmptyAndTooShortFiles) {
       << e;
   o.seq_len = 12;
   EXPECT_NO_THROW(TextDataset::from_file(shortf.path, o));
+}
+
+TEST(TextDataset, ReadsOnlyRegularFilesOfBoundedSize) {
+  // /dev/zero was read without limit and a FIFO blocked the open forever: both are refused before opening
+  std::string e = error_of([] { TextDataset::from_file("/dev/zero"); });
+  EXPECT_TRUE(contains(e, "/dev/zero") && contains(e, "not a regular file")) << e;
+  const std::string fifo = ::testing::TempDir() + "fbt_data_fifo_" + std::to_string(::getpid());
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  e = error_of([&] { TextDataset::from_file(fifo); });
+  std::remove(fifo.c_str());
+  EXPECT_TRUE(contains(e, fifo) && contains(e, "not a regular file")) << e;
+  e = error_of([] { TextDataset::from_file(::testing::TempDir()); });
+  EXPECT_TRUE(contains(e, "is a directory")) << e;
+  std::vector<std::string> docs;
+  TempFile f("limit", make_corpus(50, docs));
+  TextDatasetOptions o;
+  o.max_bytes = 100;
+  e = error_of([&] { TextDataset::from_file(f.path, o); });
+  EXPECT_TRUE(contains(e, f.path) && contains(e, "over the 100-byte limit")) << e;
+  o.max_bytes = kMaxTextFileBytes;
+  EXPECT_EQ(TextDataset::from_file(f.path, o).num_documents(), 50);
 }
 
 TEST(TextDataset, RefusesBadOptionsNamingTheField) {

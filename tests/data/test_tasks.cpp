@@ -362,6 +362,30 @@ TEST(Tasks, DifficultyAndLengthMultiplierScaleTheProblem) {
   EXPECT_NE(eval_examples(task("addition", 8), 1, 1)[0].prompt, eval_examples(task("addition", 8), 1, 2)[0].prompt);
 }
 
+TEST(Tasks, DifficultyIsBoundedPerTask) {
+  // difficulty 100000 ran 30 s and took 2.5 GB building the validation set; each task now has a range
+  Rng rng(0);
+  for (const auto& nd : std::vector<std::pair<std::string, int>>{{"addition", 1000}, {"state_tracking", 500}, {"multihop", 85}}) {
+    const std::string name = nd.first;
+    const int dmax = nd.second;
+    EXPECT_EQ(max_task_difficulty(name), dmax);
+    EXPECT_NO_THROW(task(name, dmax).validate()) << name;
+    const std::string e = error_of([&] { task(name, dmax + 1).validate(); });
+    EXPECT_TRUE(contains(e, "TaskConfig.difficulty") && contains(e, "[1, " + std::to_string(dmax) + "]") &&
+                contains(e, std::to_string(dmax + 1)))
+        << e;
+    EXPECT_TRUE(contains(error_of([&] { TaskDataset ds(task(name, 100000)); }), "TaskConfig.difficulty")) << name;
+  }
+  // the largest 1x problem fits the bound the docs give: a whole example within 16 KiB
+  for (const std::string name : {"addition", "state_tracking"}) {
+    const TaskConfig c = task(name, max_task_difficulty(name));
+    EXPECT_LE(max_prompt_bytes(c) + max_solution_bytes(c), 16384) << name;
+  }
+  // evaluation at m x the length: difficulty x m up to 64 x the bound
+  EXPECT_NO_THROW(generate(task("addition", 1000), rng, 2));
+  EXPECT_TRUE(contains(error_of([&] { generate(task("addition", 1000), rng, 65); }), "length_mult"));
+}
+
 TEST(Tasks, RefusesUnknownTasksAndBadKnobsNamingTheField) {
   Rng rng(0);
   TaskConfig c = task("sorting", 3);

@@ -8,6 +8,8 @@
 // Invariant 3 also runs with the state tapped at a middle layer and on a stack of different blocks.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "common/pass_runner.hpp"
 #include "fbt/decode/decoder.hpp"
 
@@ -224,6 +226,39 @@ TEST(Decoder, RefusesBadInput) {
   dec.prefill(s, toks, 3, lg.data());
   auto* sp = &s;
   EXPECT_THROW(dec.step(&sp, 1, toks, lg.data()), Error);  // full
+}
+
+/// The message of the fbt::Error `f` throws ("<no throw>" if none).
+template <class F> std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no throw>";
+}
+
+TEST(Decoder, MaxNewTokensIsBoundedByThePositionsWithoutOverflow) {
+  // prompt + max_new_tokens was an int sum: 2147483647 overflowed (UBSan), and wrapped past the check
+  ModelConfig cfg = tiny_config("glu");
+  Model<double> m(cfg, 1);
+  Decoder<Model<double>> dec(m);
+  const int maxpos = cfg.max_position_embeddings;
+  GenerateOptions o;
+  const std::vector<int> prompt = {1, 2, 3};
+  for (int n : {std::numeric_limits<int>::max(), std::numeric_limits<int>::max() - 2, maxpos - 2}) {
+    o.max_new_tokens = n;
+    const std::string e = error_of([&] { generate(dec, prompt, o); });
+    EXPECT_NE(e.find("max_new_tokens (" + std::to_string(n) + ")"), std::string::npos) << e;
+    EXPECT_NE(e.find("at most " + std::to_string(maxpos - 3) + " new tokens fit"), std::string::npos) << e;
+  }
+  o.max_new_tokens = -1;
+  EXPECT_NE(error_of([&] { generate(dec, prompt, o); }).find("max_new_tokens must be >= 0, got -1"), std::string::npos);
+  std::vector<int> long_prompt(std::size_t(maxpos) + 1, 5);
+  o.max_new_tokens = 1;
+  EXPECT_NE(error_of([&] { generate(dec, long_prompt, o); }).find("more than the model's max_position_embeddings"), std::string::npos);
+  o.max_new_tokens = maxpos - 3;  // exactly fits
+  EXPECT_EQ(generate(dec, prompt, o).size(), std::size_t(maxpos - 3));
 }
 
 }  // namespace

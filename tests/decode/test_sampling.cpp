@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+
+#include <cmath>
 
 #include "fbt/decode/sampling.hpp"
 
@@ -57,4 +60,7 @@ TEST(Sampling, SeededAndValidated) {
   EXPECT_THROW((SamplingOptions{-1.0, 0, 1.0}.validate()), Error);
   EXPECT_THROW((SamplingOptions{1.0, -2, 1.0}.validate()), Error);
   EXPECT_THROW((SamplingOptions{1.0, 0, 0.0}.validate()), Error);
+  // an infinite temperature is not a sampling setting (it flattened every distribution to uniform)
+  EXPECT_THROW((SamplingOptions{std::numeric_limits<double>::infinity(), 0, 1.0}.validate()), Error);
+  EXPECT_THROW((SamplingOptions{std::nan(""), 0, 1.0}.validate()), Error);
 }

@@ -113,8 +113,40 @@ TEST_F(AblateFiles, GridFileIsReadAndUnknownKeysAreRefused) {
   std::ofstream(p) << R"({"seeds": [1.5]})";
   EXPECT_FBT_ERROR(load_ablation_grid(p), "seeds must be an integer");
   std::ofstream(p) << "{\"seeds\": [1";
-  EXPECT_FBT_ERROR(load_ablation_grid(p), "not valid JSON");
+  EXPECT_FBT_ERROR(load_ablation_grid(p), p, "JSON");
   EXPECT_FBT_ERROR(load_ablation_grid(path("none.json")), "cannot open grid file");
+}
+
+TEST_F(AblateFiles, GridNumbersAreRangeCheckedAndKeysUnique) {
+  // integers were read as long long and cast to int: 4294967297 jobs was 1 job
+  const std::string p = path("grid.json");
+  std::ofstream(p) << R"({"jobs": 4294967297})";
+  EXPECT_FBT_ERROR(load_ablation_grid(p), p, "jobs must be in [1, 64], got 4294967297");
+  std::ofstream(p) << R"({"evals": 0})";
+  EXPECT_FBT_ERROR(load_ablation_grid(p), "evals must be in [1, ");
+  std::ofstream(p) << R"({"task_lengths": [1, 65]})";
+  EXPECT_FBT_ERROR(load_ablation_grid(p), "task_lengths must be in [1, 64]");
+  std::ofstream(p) << R"({"decode_timing": 2})";
+  EXPECT_FBT_ERROR(load_ablation_grid(p), "decode_timing must be in [0, 1]");
+  std::ofstream(p) << R"({"seeds": [-1]})";
+  EXPECT_FBT_ERROR(load_ablation_grid(p), "seeds must be an integer");
+  std::ofstream(p) << R"({"seeds": [18446744073709551615]})";
+  EXPECT_EQ(load_ablation_grid(p).seeds, (std::vector<std::uint64_t>{18446744073709551615ull}));
+  std::ofstream(p) << R"({"tokens": 1e300})";
+  EXPECT_FBT_ERROR(load_ablation_grid(p), "at most 1e15");
+  std::ofstream(p) << R"({"jobs": 2, "jobs": 3})";
+  EXPECT_FBT_ERROR(load_ablation_grid(p), "duplicate key \"jobs\"");
+  std::ofstream(p) << R"({"base": {"hidden_size": 4294967312}})";
+  EXPECT_FBT_ERROR(load_ablation_grid(p), "hidden_size", "out of range");
+}
+
+TEST(AblateGrid, LongRunsKeepTheirCadenceInRange) {
+  // eval_every = ceil(steps / evals) was computed in long and cast to int
+  AblationGrid g = tiny_grid("out");
+  g.tokens = 0, g.base.steps = 100000000000L, g.evals = 2;
+  EXPECT_FBT_ERROR(expand_grid(g), "largest eval_every", "raise evals");
+  g.evals = 1000;
+  EXPECT_EQ(expand_grid(g)[0].cfg.eval_every, 100000000);
 }
 
 TEST_F(AblateFiles, RunsAGridWritesResultsAndSummaryAndSkipsFinishedRuns) {

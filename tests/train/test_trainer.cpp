@@ -2,10 +2,13 @@
 // with feedback off equals the parallel pass-1 loss, logs and checkpoints on disk, clear refusals.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "fbt/train/trainer.hpp"
+#include "../common/io_test.hpp"
 
 using namespace fbt;
 
@@ -193,6 +196,140 @@ TEST(Trainer, BadDataAndConfigAreRefusedClearly) {
   EXPECT_THROW(set_config_field(c, "hidden_size", "three"), Error);
   set_config_field(c, "pass_mix", "2:0.5,3:0.5");
   EXPECT_EQ(c.schedule.pass_mix.at(3), 0.5);
+}
+
+/// Rewrites checkpoint `dir`'s train_state.safetensors with metadata field `key` set to `value` (the
+/// tensors kept): a forged or damaged training state.
+void forge_state(const std::string& dir, const std::string& key, const std::string& value) {
+  const std::string p = dir + "/train_state.safetensors";
+  const SafetensorsFile f = read_safetensors(p);
+  std::vector<TensorRef> refs;
+  for (const auto& e : f.tensors) refs.push_back({e.name, e.dtype, e.shape, f.bytes(e)});
+  auto meta = f.metadata;
+  meta[key] = value;
+  save_safetensors(p, refs, meta);
+}
+
+std::string resume_error(const std::string& dir) {
+  try {
+    Trainer<Model<float>>::resume(dir);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no throw>";
+}
+
+TEST(Trainer, ResumeRefusesEveryBadFieldOfTheTrainingState) {
+  // a data_rng of "garbage" used to resume with exit 0 on different batches
+  const std::string dir = temp_dir("forged");
+  {
+    Trainer<Model<float>> t(tiny(dir));
+    t.train_step(), t.train_step();
+    t.save_checkpoint(dir + "/good");
+  }
+  ASSERT_EQ(resume_error(dir + "/good"), "<no throw>");
+  const Rng fresh(5);
+  std::string shifted = fresh.state();
+  shifted = shifted.substr(0, shifted.rfind(' ')) + " nan";  // a spare normal that is not finite
+  std::string big_word = fresh.state();
+  big_word.replace(0, big_word.find(' '), "4294967296");  // a 33-bit engine word
+  const std::vector<std::tuple<const char*, std::string, const char*>> cases = {
+      {"data_rng", "garbage", "data_rng"},
+      {"data_rng", "", "data_rng"},
+      {"sched_rng", fresh.state() + " 1", "sched_rng"},
+      {"sched_rng", shifted, "spare normal"},
+      {"data_rng", big_word, "entry 0"},
+      {"trainer_step", "-1", "trainer_step"},
+      {"trainer_step", "9", "trainer_step"},  // beyond the run's 8 steps
+      {"trainer_step", "two", "trainer_step"},
+      {"trainer_step", "99999999999999999999", "trainer_step"},
+      {"tokens", "-5", "tokens"},
+      {"tokens", "nan", "tokens"},
+      {"tokens", "1e300", "tokens"},
+      {"compute_tokens", "0", "compute_tokens"},
+      {"compute_tokens", "1e300", "compute_tokens"},
+      {"train_config", "{\"lr\": 1, \"lr\": 2}", "duplicate key"},
+      {"train_config", "{\"grad_clip\": -1}", "grad_clip"},
+      {"train_config", "{\"rope_theta\": \"inf\"}", "rope_theta"},
+  };
+  for (const auto& [key, value, part] : cases) {
+    std::filesystem::remove_all(dir + "/bad");
+    std::filesystem::copy(dir + "/good", dir + "/bad");
+    forge_state(dir + "/bad", key, value);
+    const std::string e = resume_error(dir + "/bad");
+    EXPECT_NE(e.find(part), std::string::npos) << key << " = \"" << value << "\": " << e;
+    EXPECT_NE(e.find("train_state.safetensors"), std::string::npos) << key << ": the message must name the file: " << e;
+  }
+  // the AdamW step must agree with the trainer's step
+  std::filesystem::remove_all(dir + "/bad");
+  std::filesystem::copy(dir + "/good", dir + "/bad");
+  forge_state(dir + "/bad", "step", "1");
+  EXPECT_NE(resume_error(dir + "/bad").find("trainer_step"), std::string::npos) << resume_error(dir + "/bad");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Trainer, ResumeRefusesStepsBelowTheCheckpoint) {
+  const std::string dir = temp_dir("steps_back");
+  Trainer<Model<float>> t(tiny(dir));
+  for (int i = 0; i < 3; ++i) t.train_step();
+  t.save_checkpoint(dir + "/ck");
+  EXPECT_FBT_ERROR(Trainer<Model<float>>::resume(dir + "/ck", [](TrainConfig& c) { c.steps = 2; }), "steps 2", "step 3");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Trainer, RefusesARunThatCannotFitBeforeAllocatingIt) {
+  // --batch_size 1e9 printed a 350 TB estimate and tried it; now the estimate is checked first
+  TrainConfig c = tiny(temp_dir("memory"));
+  c.batch_size = 1000000000, c.seq_len = 2;
+  c.max_memory_gb = 64;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FBT_ERROR(Trainer<Model<float>> t(c), "needs an estimated", "batch_size 1000000000", "max_memory_gb = 64 GB");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  // the exact step workspace, once the model exists: the config-only estimate is a lower bound of it, and
+  // a limit between the two passes the first check and is refused by the second
+  c = tiny(temp_dir("memory"));
+  Trainer<Model<float>> ok(c);
+  const double exact = double(ok.model.params.size()) * 16 + double(ok.step_bytes() + ok.eval_bytes());
+  const double lower = estimate_train_memory(c).total();
+  ASSERT_LT(lower, exact) << "the estimate before allocation must not exceed what the trainer allocates";
+  c.max_memory_gb = 0.5 * (lower + exact) / 1e9;
+  EXPECT_FBT_ERROR(Trainer<Model<float>> t(c), "step workspace", "max_memory_gb");
+  c.max_memory_gb = 64;
+  EXPECT_NO_THROW(Trainer<Model<float>> t(c));
+}
+
+TEST(Trainer, ReadsMemAvailable) {
+  EXPECT_EQ(detail::parse_mem_available("MemTotal:       16000000 kB\nMemFree:   100 kB\nMemAvailable:    8000000 kB\n"), 8000000ull * 1024);
+  EXPECT_EQ(detail::parse_mem_available("MemTotal: 1 kB\n"), 0u);
+  EXPECT_EQ(detail::parse_mem_available("MemAvailable: lots\n"), 0u);
+  EXPECT_EQ(detail::fmt_bytes(3.5e14), "350 TB");
+  EXPECT_EQ(detail::fmt_bytes(512), "512 B");
+}
+
+TEST(Trainer, RecordsATextFileByItsAbsolutePath) {
+  // a relative --data was stored as given, so eval from another directory could not find it
+  const std::string dir = temp_dir("relative");
+  std::filesystem::create_directories(dir);
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "paragraph " + std::to_string(i) + " of a small corpus for the test\n\n";
+  std::ofstream(dir + "/corpus.txt") << text;
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir);
+  TrainConfig c = tiny(dir + "/run");
+  c.data = "corpus.txt";
+  std::string recorded;
+  try {
+    Trainer<Model<float>> t(c);
+    t.train_step();
+    t.save_checkpoint(dir + "/run/checkpoint");
+    recorded = read_train_config(dir + "/run/checkpoint").data;
+  } catch (...) {
+    std::filesystem::current_path(cwd);
+    throw;
+  }
+  std::filesystem::current_path(cwd);
+  EXPECT_EQ(recorded, dir + "/corpus.txt");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(TrainConfig, JsonRoundTripKeepsEveryField) {

@@ -22,6 +22,7 @@
 
 #include "../config.hpp"
 #include "../core/rng.hpp"
+#include "../detail/input.hpp"
 #include "tokenizer.hpp"
 
 namespace fbt {
@@ -81,6 +82,10 @@ inline std::string fmt_double(double x) {
 
 }  // namespace detail
 
+/// The default limit on a text file's size (TextDatasetOptions::max_bytes): 1 GiB. Its tokens take 4
+/// bytes each, and training draws window starts with 32-bit sampling.
+inline constexpr std::uint64_t kMaxTextFileBytes = std::uint64_t(1) << 30;
+
 /// \brief Options of TextDataset (validated by from_file / from_string; errors name the field).
 struct TextDatasetOptions {
   /// "blank_line": paragraphs separated by one or more blank lines (empty or only spaces, tabs, '\r')
@@ -93,6 +98,8 @@ struct TextDatasetOptions {
   /// T the trainer will use (0 = not known; then only T = 1 is checked here, and sample_batch /
   /// eval_window check their T). Each split must hold at least T+1 tokens.
   int seq_len = 0;
+  /// from_file: the largest file it reads, in bytes; a larger one is refused before it is opened.
+  std::uint64_t max_bytes = kMaxTextFileBytes;
 };
 
 /// \brief A text file as one stream of byte tokens, documents separated by kSep, split into train and
@@ -102,19 +109,28 @@ struct TextDatasetOptions {
 /// mid-document and may span documents; doc_start marks each kSep (and position 0).
 class TextDataset : public DataSource {
  public:
-  /// \brief Reads `path`. Throws fbt::Error naming the file and the reason: "cannot open",
-  /// "cannot read", "is empty", "holds N tokens; needs at least M for T=... and a validation split of ...".
+  /// \brief Reads `path`. Throws fbt::Error naming the file and the reason: "cannot open", "is a
+  /// directory", "not a regular file" (a FIFO or device such as /dev/zero: checked before opening, which
+  /// would block or never end), "over the ...-byte limit" (opts.max_bytes), "cannot read", "is empty",
+  /// "holds N tokens; needs at least M for T=... and a validation split of ...".
   static TextDataset from_file(const std::string& path, const TextDatasetOptions& opts = {}) {
+    const std::uint64_t size = detail::regular_file_size(path, opts.max_bytes, "fbt: text file", "a text file (TextDatasetOptions::max_bytes)");
     std::FILE* f = std::fopen(path.c_str(), "rb");
     if (!f) throw Error("fbt: cannot open text file '" + path + "': " + std::strerror(errno));
     std::string text;
+    text.reserve(std::size_t(size));
     char buf[1 << 16];
     std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+      text.append(buf, n);
+      if (text.size() > opts.max_bytes) break;  // the file grew since it was measured
+    }
     const bool failed = std::ferror(f) != 0;
     const int err = errno;
     std::fclose(f);
     if (failed) throw Error("fbt: cannot read text file '" + path + "': " + std::strerror(err));
+    if (text.size() > opts.max_bytes)
+      throw Error("fbt: text file: '" + path + "': grew over the " + std::to_string(opts.max_bytes) + "-byte limit while being read");
     return TextDataset(text, opts, "text file '" + path + "'");
   }
 

@@ -39,6 +39,7 @@
 
 #include "../config.hpp"
 #include "../core/rng.hpp"
+#include "../detail/input.hpp"
 #include "dataset.hpp"
 #include "tokenizer.hpp"
 
@@ -80,6 +81,23 @@ inline const std::vector<std::string>& verbosity_levels() {
   return levels;
 }
 
+/// \brief The largest difficulty (at 1x) of a built-in task: addition 1000 digits, state_tracking 500
+/// operations, multihop 85 hops (its 260 distinct names make 3 chains of at most 86). The first two keep
+/// a whole example (prompt and full trace) within 16 KiB, four times the default max_position_embeddings:
+/// beyond it a model never sees a whole solution, and the fixed validation set (512 examples) alone would
+/// take hundreds of MB. 0 for an unknown name. Evaluation at m x the length allows difficulty x m up to
+/// 64 x this bound.
+inline int max_task_difficulty(const std::string& name) {
+  if (name == "addition") return 1000;
+  if (name == "state_tracking") return 500;
+  if (name == "multihop") return 85;
+  return 0;
+}
+/// What a task's difficulty counts ("digits", "operations", "hops").
+inline const char* task_difficulty_unit(const std::string& name) {
+  return name == "addition" ? "digits" : name == "state_tracking" ? "operations" : "hops";
+}
+
 namespace detail {
 
 /// One problem at every verbosity: the traces exclude the "\n#### answer\n" tail.
@@ -90,6 +108,7 @@ struct TaskProblem {
 constexpr int kMultihopChains = 3;     // chain 0 is asked about, the others are distractors
 constexpr int kMultihopNames = 26 * 10;  // "a0".."z9"
 constexpr int kMultihopMaxHops = kMultihopNames / kMultihopChains - 1;  // 85
+constexpr int kMaxLengthMult = 64;  // the largest length multiplier the difficulty bounds allow for
 
 inline std::string join(const std::vector<std::string>& parts, const char* sep) {
   std::string out;
@@ -213,7 +232,11 @@ inline int effective_difficulty(const TaskConfig& cfg, int length_mult) {
     throw Error("fbt: TaskConfig.difficulty: multihop supports at most " + std::to_string(kMultihopMaxHops) +
                 " hops (distinct names); got " + std::to_string(cfg.difficulty) + " x length_mult " +
                 std::to_string(length_mult));
-  if (d > 1000000) throw Error("fbt: TaskConfig.difficulty x length_mult = " + std::to_string(d) + " is too large");
+  const long dmax = long(max_task_difficulty(cfg.name)) * kMaxLengthMult;
+  if (d > dmax)
+    throw Error("fbt: TaskConfig.difficulty x length_mult = " + std::to_string(cfg.difficulty) + " x " + std::to_string(length_mult) + " = " +
+                std::to_string(d) + " is over " + std::to_string(dmax) + " (" + std::to_string(kMaxLengthMult) + " x the largest " + cfg.name +
+                " difficulty)");
   return static_cast<int>(d);
 }
 
@@ -266,8 +289,10 @@ inline void TaskConfig::validate() const {
   bool known = false;
   for (const auto& n : task_names()) known = known || n == name;
   if (!known)
-    throw Error("fbt: TaskConfig.name: unknown task '" + name + "' (known: " + detail::join(task_names(), ", ") + ")");
-  if (difficulty < 1) throw Error("fbt: TaskConfig.difficulty must be >= 1 (got " + std::to_string(difficulty) + ")");
+    throw Error("fbt: TaskConfig.name: unknown task '" + detail::excerpt(name) + "' (known: " + detail::join(task_names(), ", ") + ")");
+  if (difficulty < 1 || difficulty > max_task_difficulty(name))
+    throw Error("fbt: TaskConfig.difficulty must be in [1, " + std::to_string(max_task_difficulty(name)) + "] for task " + name + " (" +
+                task_difficulty_unit(name) + "), got " + std::to_string(difficulty));
   const char* names[3] = {"p_full", "p_compressed", "p_answer"};
   const double p[3] = {p_full, p_compressed, p_answer};
   for (int i = 0; i < 3; ++i)

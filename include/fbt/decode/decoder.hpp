@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "../detail/input.hpp"
 #include "../model/backend_model.hpp"
 #include "sampling.hpp"
 
@@ -41,7 +42,7 @@ struct DecodeModeSpec {
       const long k = std::strtol(n.c_str(), &end, 10);
       if (end && *end == 0 && k >= 1 && k <= 1000) return {DecodeMode::Fused, int(k)};
     }
-    throw Error("unknown decoding mode \"" + s + "\" (expected standard, soft or fused(k) with k >= 1)");
+    throw Error("unknown decoding mode \"" + detail::excerpt(s) + "\" (expected standard, soft or fused(k) with k in [1, 1000])");
   }
   std::string name() const {
     return mode == DecodeMode::Standard ? "standard" : mode == DecodeMode::Soft ? "soft" : "fused(" + std::to_string(k) + ")";
@@ -318,6 +319,23 @@ struct Request {
   GenerateOptions opts;
 };
 
+/// \brief The cache capacity a request needs, prompt + max_new_tokens, computed without overflow and
+/// checked against the model's max_position_embeddings. Throws fbt::Error naming the request, the
+/// prompt length, max_new_tokens and how many new tokens fit.
+inline int checked_capacity(const Request& r, int index, int max_position_embeddings) {
+  const std::string who = "request " + std::to_string(index) + ": ";
+  if (r.opts.max_new_tokens < 0) throw Error(who + "max_new_tokens must be >= 0, got " + std::to_string(r.opts.max_new_tokens));
+  const long long P = static_cast<long long>(r.prompt.size()), need = P + r.opts.max_new_tokens;  // 64-bit: no overflow
+  if (P > max_position_embeddings)
+    throw Error(who + "the prompt holds " + std::to_string(P) + " tokens, more than the model's max_position_embeddings (" +
+                std::to_string(max_position_embeddings) + ")");
+  if (need > max_position_embeddings)
+    throw Error(who + "prompt (" + std::to_string(P) + " tokens) + max_new_tokens (" + std::to_string(r.opts.max_new_tokens) +
+                ") exceeds the model's max_position_embeddings (" + std::to_string(max_position_embeddings) + "): at most " +
+                std::to_string(max_position_embeddings - P) + " new tokens fit after this prompt");
+  return static_cast<int>(need);
+}
+
 /// \brief Decodes several requests together (each with its own cache, h_prev and Rng); a request leaves
 /// the batch when it stops. Returns each request's generated tokens (the prompt not included).
 template <class M, class Be> std::vector<std::vector<int>> generate_batch(Decoder<M, Be>& dec, const std::vector<Request>& reqs) {
@@ -335,11 +353,7 @@ template <class M, class Be> std::vector<std::vector<int>> generate_batch(Decode
     const auto& r = reqs[i];
     r.opts.sampling.validate();
     FBT_ASSERT(!r.prompt.empty(), "request " + std::to_string(i) + " has an empty prompt");
-    const int maxpos = dec.model().opts.max_position_embeddings;
-    FBT_ASSERT(int(r.prompt.size()) + r.opts.max_new_tokens <= maxpos,
-               "request " + std::to_string(i) + ": prompt (" + std::to_string(r.prompt.size()) + " tokens) + max_new_tokens (" +
-                   std::to_string(r.opts.max_new_tokens) + ") exceeds the model's max_position_embeddings (" + std::to_string(maxpos) + ")");
-    const int cap = int(r.prompt.size()) + r.opts.max_new_tokens;
+    const int cap = checked_capacity(r, i, dec.model().opts.max_position_embeddings);
     seqs.push_back(dec.new_sequence(cap, r.opts.mode));
     rngs.emplace_back(r.opts.seed);
     dec.prefill(seqs[i], r.prompt.data(), int(r.prompt.size()), logits.data());

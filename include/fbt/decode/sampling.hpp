@@ -20,7 +20,8 @@ struct SamplingOptions {
   int top_k = 0;             ///< 0 = off
   double top_p = 1.0;        ///< 1 = off
   void validate() const {
-    if (!(temperature >= 0)) throw Error("sampling: temperature must be >= 0, got " + std::to_string(temperature));
+    if (!(temperature >= 0) || !std::isfinite(temperature))
+      throw Error("sampling: temperature must be finite and >= 0, got " + std::to_string(temperature));
     if (top_k < 0) throw Error("sampling: top_k must be >= 0, got " + std::to_string(top_k));
     if (!(top_p > 0 && top_p <= 1)) throw Error("sampling: top_p must be in (0, 1], got " + std::to_string(top_p));
   }

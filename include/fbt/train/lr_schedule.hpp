@@ -17,6 +17,7 @@
 #include <string>
 
 #include "../config.hpp"
+#include "../detail/input.hpp"
 
 namespace fbt {
 
@@ -54,7 +55,7 @@ inline LrSchedule::Kind parse_lr_schedule_kind(const std::string& name) {
   if (name == "cosine") return LrSchedule::Cosine;
   if (name == "wsd") return LrSchedule::WSD;
   if (name == "constant") return LrSchedule::Constant;
-  throw Error("fbt: unknown lr schedule \"" + name + "\" (allowed: cosine, wsd, constant)");
+  throw Error("fbt: lr_schedule: unknown lr schedule \"" + detail::excerpt(name) + "\" (allowed: cosine, wsd, constant)");
 }
 
 /// \brief The name parse_lr_schedule_kind accepts for `kind`.

@@ -15,12 +15,17 @@
 #include <vector>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "../config.hpp"
+#include "../detail/input.hpp"
 #include "../core/rng.hpp"
 
 namespace fbt {
+
+/// Largest K_max, monitor_passes and fused(k) fbt accepts (a bound against runaway sizes, not advice).
+inline constexpr int kMaxPasses = 1000;
 
 struct ScheduleConfig {
   double feedback_start = 0.75;                       ///< fraction of the steps trained single-pass first
@@ -33,42 +38,59 @@ struct ScheduleConfig {
   bool detach = false;
   int grad_passes = 0;                                ///< 0 = all passes
 
-  /// Throws fbt::Error naming the field.
+  /// Throws fbt::Error naming the field and its value.
   void validate() const {
     auto fail = [](const std::string& f, const std::string& why) { throw Error("invalid schedule: " + f + ": " + why); };
-    if (!(feedback_start >= 0 && feedback_start <= 1)) fail("feedback_start", "must be a fraction in [0, 1]");
-    if (K_max < 1) fail("K_max", "must be >= 1");
+    auto real = [](double x) {
+      std::ostringstream os;
+      os << x;
+      return os.str();
+    };
+    if (!(feedback_start >= 0 && feedback_start <= 1)) fail("feedback_start", "must be a fraction in [0, 1], got " + real(feedback_start));
+    if (K_max < 1 || K_max > kMaxPasses) fail("K_max", "must be in [1, " + std::to_string(kMaxPasses) + "], got " + std::to_string(K_max));
     double total = 0;
     for (const auto& [k, p] : pass_mix) {
       if (k < 1 || k > K_max) fail("pass_mix", "K = " + std::to_string(k) + " is outside [1, K_max = " + std::to_string(K_max) + "]");
-      if (!(p >= 0)) fail("pass_mix", "probability of K = " + std::to_string(k) + " must be >= 0");
+      if (!(p >= 0) || !std::isfinite(p)) fail("pass_mix", "probability of K = " + std::to_string(k) + " must be finite and >= 0, got " + real(p));
       total += p;
     }
     if (pass_mix.empty() || !(total > 0)) fail("pass_mix", "needs at least one K with positive probability");
-    if (!(lambda >= 0)) fail("lambda", "must be >= 0");
-    if (lambda_ramp < 0) fail("lambda_ramp", "must be >= 0");
+    if (!(lambda >= 0) || !std::isfinite(lambda)) fail("lambda", "must be finite and >= 0, got " + real(lambda));
+    if (lambda_ramp < 0) fail("lambda_ramp", "must be >= 0, got " + std::to_string(lambda_ramp));
     if (prefix != "uniform" && prefix != "none") {
-      char* end = nullptr;
-      const long v = std::strtol(prefix.c_str(), &end, 10);
-      if (prefix.empty() || *end != 0 || v < 0) fail("prefix", "must be uniform, none or a number >= 0, got \"" + prefix + "\"");
+      const bool digits = !prefix.empty() && prefix.size() <= 9 && prefix.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits) fail("prefix", "must be uniform, none or a number in [0, 999999999], got \"" + detail::excerpt(prefix) + "\"");
     }
-    if (!(sigma >= 0)) fail("sigma", "must be >= 0");
-    if (grad_passes < 0) fail("grad_passes", "must be >= 0");
+    if (!(sigma >= 0) || !std::isfinite(sigma)) fail("sigma", "must be finite and >= 0, got " + real(sigma));
+    if (grad_passes < 0 || grad_passes > K_max)
+      fail("grad_passes", "must be in [0, K_max = " + std::to_string(K_max) + "] (0 = all), got " + std::to_string(grad_passes));
   }
 
-  /// Parses "2:0.88,3:0.12".
+  /// \brief Parses "2:0.88,3:0.12": comma-separated K:probability pairs, each K a whole integer and each
+  /// probability a whole finite number (no trailing text: "2:0.5junk" is refused), no K twice.
   static std::map<int, double> parse_mix(const std::string& s) {
+    auto fail = [&](const std::string& why) {
+      throw Error("invalid schedule: pass_mix: " + why + " (expected K:probability pairs like 2:0.88,3:0.12), got \"" + detail::excerpt(s) + "\"");
+    };
     std::map<int, double> m;
-    std::stringstream ss(s);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
+    std::size_t i = 0;
+    while (i <= s.size()) {
+      const std::size_t j = std::min(s.find(',', i), s.size());
+      const std::string item = s.substr(i, j - i);
       const auto c = item.find(':');
-      if (c == std::string::npos) throw Error("invalid schedule: pass_mix: expected K:probability pairs like 2:0.88,3:0.12, got \"" + s + "\"");
-      try {
-        m[std::stoi(item.substr(0, c))] = std::stod(item.substr(c + 1));
-      } catch (const std::exception&) {
-        throw Error("invalid schedule: pass_mix: cannot read \"" + item + "\" as K:probability");
-      }
+      if (c == std::string::npos) fail("item \"" + detail::excerpt(item) + "\" has no ':'");
+      const std::string ks = item.substr(0, c), ps = item.substr(c + 1);
+      if (ks.empty() || ks.size() > 4 || ks.find_first_not_of("0123456789") != std::string::npos)
+        fail("K \"" + detail::excerpt(ks) + "\" is not a whole number in [1, 9999]");
+      const int k = std::atoi(ks.c_str());
+      char* end = nullptr;
+      const double p = std::strtod(ps.c_str(), &end);
+      if (ps.empty() || end == ps.c_str() || *end != 0) fail("probability \"" + detail::excerpt(ps) + "\" of K = " + ks + " is not a number");
+      if (!std::isfinite(p) || p < 0) fail("probability \"" + detail::excerpt(ps) + "\" of K = " + ks + " must be finite and >= 0");
+      if (ps.find_first_not_of("0123456789.eE+-") != std::string::npos)  // hex and the like
+        fail("probability \"" + detail::excerpt(ps) + "\" of K = " + ks + " is not a decimal number");
+      if (!m.emplace(k, p).second) fail("K = " + ks + " appears twice");
+      i = j + 1;
     }
     return m;
   }

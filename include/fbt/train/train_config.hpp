@@ -6,14 +6,23 @@
 // schedule fields the spec's knob names (section 3).
 #pragma once
 
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../data/tasks.hpp"
+#include "../detail/input.hpp"
 #include "../io/config_json.hpp"
 #include "../io/json.hpp"
+#include "lr_schedule.hpp"
 #include "schedule.hpp"
 
 namespace fbt {
@@ -41,6 +50,8 @@ struct TrainConfig {
   int checkpoint_every = 0;  ///< 0 = only at the end
   std::string out_dir = "runs/default";
   bool progress = true;
+  // resources (not recorded in the checkpoint: a setting of the machine, not of the run)
+  double max_memory_gb = 0;  ///< refuse a run whose memory estimate exceeds this (GB, 1e9 bytes); 0 = the available memory (MemAvailable)
 };
 
 /// One configurable field: its name, help, and string conversions.
@@ -48,25 +59,92 @@ struct ConfigField {
   std::string name, help;
   std::function<void(TrainConfig&, const std::string&)> set;
   std::function<std::string(const TrainConfig&)> get;
+  /// false: a setting of this invocation only (max_memory_gb), not part of the run: to_json leaves it
+  /// out, so a checkpoint's record and an ablation's config comparison do not depend on it.
+  bool recorded = true;
 };
 
 namespace detail {
-inline long parse_long(const std::string& f, const std::string& v) {
-  char* end = nullptr;
-  const long x = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end != 0) throw Error("config field " + f + ": expected an integer, got \"" + v + "\"");
-  return x;
+
+/// `"v"` as an error message quotes an option's value: bounded (detail::excerpt), so a 20 MB value
+/// gives a short line.
+inline std::string quote_value(const std::string& v) { return "\"" + excerpt(v) + "\""; }
+
+/// True when `v` holds only the characters of a decimal number ("-12", "1e6", "0.5"): no spaces,
+/// hex, "inf" or "nan", which strtod would otherwise accept.
+inline bool decimal_chars(const std::string& v) {
+  if (v.empty()) return false;
+  for (char ch : v)
+    if (!((ch >= '0' && ch <= '9') || ch == '+' || ch == '-' || ch == '.' || ch == 'e' || ch == 'E')) return false;
+  return true;
 }
-inline double parse_double(const std::string& f, const std::string& v) {
+
+/// \brief The whole of `v` as an integer of type I, range-checked against I (no wrap, no truncation).
+///
+/// Accepts decimal digits with an optional sign, and a whole number written as a real ("1e6", "64.0"),
+/// so `--steps 1e5` works. Refuses, naming field `f` and the value: anything else ("12abc", "1.5", "",
+/// " 3", "0x10", "inf") with "expected an integer", and a value outside I with "is out of range
+/// (expected an integer in [min, max])".
+/// `label` starts the error message: "config field steps" (parse_integer) or "--passes" (the CLI's own options).
+template <class I> I parse_integer_as(const std::string& label, const std::string& v) {
+  static_assert(std::is_integral<I>::value, "parse_integer: I must be an integer type");
+  using Lim = std::numeric_limits<I>;
+  const auto out_of_range = [&] {
+    return Error(label + ": " + quote_value(v) + " is out of range (expected an integer in [" + std::to_string(Lim::min()) + ", " +
+                 std::to_string(Lim::max()) + "])");
+  };
+  const auto not_integer = [&] { return Error(label + ": expected an integer, got " + quote_value(v)); };
+  if (!decimal_chars(v)) throw not_integer();
+  const bool negative = v[0] == '-';
+  char* end = nullptr;
+  errno = 0;
+  if constexpr (std::is_unsigned<I>::value) {
+    if (!negative) {  // strtoull would wrap "-1" to 2^64 - 1
+      const unsigned long long x = std::strtoull(v.c_str(), &end, 10);
+      if (*end == 0) {
+        if (errno == ERANGE || x > static_cast<unsigned long long>(Lim::max())) throw out_of_range();
+        return static_cast<I>(x);
+      }
+    }
+  } else {
+    const long long x = std::strtoll(v.c_str(), &end, 10);
+    if (*end == 0) {
+      if (errno == ERANGE || x < static_cast<long long>(Lim::min()) || x > static_cast<long long>(Lim::max())) throw out_of_range();
+      return static_cast<I>(x);
+    }
+  }
+  // not plain digits: a whole number written as a real?
+  errno = 0;
+  const double d = std::strtod(v.c_str(), &end);
+  if (*end != 0 || end == v.c_str()) throw not_integer();
+  if (!std::isfinite(d)) throw out_of_range();  // 1e999
+  if (d != std::floor(d)) throw not_integer();
+  // double(max) + 1 is exact for every integer type (2^31, 2^63, 2^64), so this is the exact range test
+  if (!(d >= static_cast<double>(Lim::min()) && d < static_cast<double>(Lim::max()) + 1.0)) throw out_of_range();
+  return static_cast<I>(d);
+}
+template <class I> I parse_integer(const std::string& f, const std::string& v) { return parse_integer_as<I>("config field " + f, v); }
+
+/// \brief The whole of `v` as a long (see parse_integer).
+inline long parse_long(const std::string& f, const std::string& v) { return parse_integer<long>(f, v); }
+/// \brief The whole of `v` as an int (see parse_integer): "4294967312" is out of range, not 16.
+inline int parse_int(const std::string& f, const std::string& v) { return parse_integer<int>(f, v); }
+
+/// \brief The whole of `v` as a finite real. Refuses, naming field `f` and the value, anything that is
+/// not a decimal number ("0.5junk", "", "0x1p3") and a non-finite one ("inf", "nan", "1e999").
+inline double parse_double_as(const std::string& label, const std::string& v) {
   char* end = nullptr;
   const double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != 0) throw Error("config field " + f + ": expected a number, got \"" + v + "\"");
+  const bool whole = !v.empty() && end != v.c_str() && *end == 0;
+  if (whole && !std::isfinite(x)) throw Error(label + ": expected a finite number, got " + quote_value(v));
+  if (!whole || !decimal_chars(v)) throw Error(label + ": expected a number, got " + quote_value(v));
   return x;
 }
+inline double parse_double(const std::string& f, const std::string& v) { return parse_double_as("config field " + f, v); }
 inline bool parse_bool(const std::string& f, const std::string& v) {
   if (v == "true" || v == "1" || v == "on") return true;
   if (v == "false" || v == "0" || v == "off") return false;
-  throw Error("config field " + f + ": expected true or false, got \"" + v + "\"");
+  throw Error("config field " + f + ": expected true or false, got " + quote_value(v));
 }
 /// "256,128,256" -> {256, 128, 256}; "" -> {} (a field of per-layer sizes).
 inline std::vector<int> parse_int_list(const std::string& f, const std::string& v) {
@@ -75,7 +153,7 @@ inline std::vector<int> parse_int_list(const std::string& f, const std::string& 
   std::size_t i = 0;
   while (i <= v.size()) {
     const std::size_t j = std::min(v.find(',', i), v.size());
-    out.push_back(int(parse_long(f, v.substr(i, j - i))));
+    out.push_back(parse_int(f, v.substr(i, j - i)));
     i = j + 1;
   }
   return out;
@@ -102,11 +180,10 @@ inline const std::vector<ConfigField>& train_config_fields() {
   using detail::num;
   using detail::parse_bool;
   using detail::parse_double;
-  using detail::parse_long;
   static const std::vector<ConfigField> f = [] {
     std::vector<ConfigField> v;
     auto I = [&v](const char* n, const char* h, auto member) {  // int / long members of TrainConfig, ModelConfig or ScheduleConfig
-      v.push_back({n, h, [=](TrainConfig& c, const std::string& s) { member(c) = decltype(+member(c))(parse_long(n, s)); },
+      v.push_back({n, h, [=](TrainConfig& c, const std::string& s) { member(c) = detail::parse_integer<std::decay_t<decltype(member(c))>>(n, s); },
                    [=](const TrainConfig& c) { return std::to_string(member(const_cast<TrainConfig&>(c))); }});
     };
     auto D = [&v](const char* n, const char* h, auto member) {
@@ -197,6 +274,9 @@ inline const std::vector<ConfigField>& train_config_fields() {
     I("checkpoint_every", "steps between checkpoints (0 = only at the end)", FBT_T(checkpoint_every));
     S("out_dir", "where logs and checkpoints go", FBT_T(out_dir));
     B("progress", "print a live progress line", FBT_T(progress));
+    D("max_memory_gb", "refuse a run whose memory estimate exceeds this many GB (0 = MemAvailable of /proc/meminfo; a larger value overrides the check)",
+      FBT_T(max_memory_gb));
+    v.back().recorded = false;
 #undef FBT_M
 #undef FBT_S
 #undef FBT_T
@@ -209,35 +289,38 @@ inline const std::vector<ConfigField>& train_config_fields() {
 inline void set_config_field(TrainConfig& c, const std::string& name, const std::string& value) {
   for (const auto& f : train_config_fields())
     if (f.name == name) return f.set(c, value);
-  throw Error("unknown config field \"" + name + "\" (see fbt train --help for the list)");
+  throw Error("unknown config field \"" + detail::excerpt(name) + "\" (see fbt train --help for the list)");
 }
 
-/// Throws fbt::Error naming the field.
-inline void validate(const TrainConfig& c) {
-  c.model.validate();
-  c.schedule.validate();
+/// Largest config or grid file read (bytes): they hold a few dozen fields.
+inline constexpr std::uint64_t kMaxConfigFileBytes = std::uint64_t(1) << 20;
+
+/// \brief The data fields of a config (data, task_difficulty, p_*, doc_split, val_fraction): what
+/// `fbt eval` checks of a checkpoint's data settings. Throws fbt::Error naming the field and the value.
+inline void validate_data(const TrainConfig& c) {
   auto fail = [](const std::string& f, const std::string& why) { throw Error("invalid training config: " + f + ": " + why); };
-  if (c.batch_size < 1) fail("batch_size", "must be >= 1");
-  if (c.seq_len < 2) fail("seq_len", "must be >= 2");
-  if (c.seq_len > c.model.max_position_embeddings) fail("seq_len", "exceeds max_position_embeddings");
-  if (c.grad_accum < 1) fail("grad_accum", "must be >= 1");
-  if (c.threads < 1 || c.threads > 256) fail("threads", "must be in [1, 256]");
-  if (c.steps < 1) fail("steps", "must be >= 1");
-  if (c.schedule.K_max > 1 && !c.model.feedback() && c.schedule.feedback_start < 1.0 && !(c.schedule.pass_mix.size() == 1 && c.schedule.pass_mix.count(1)))
-    fail("fuser", "is none (a baseline), so the schedule must stay single-pass: set feedback_start 1 or pass_mix 1:1");
-  if (!(c.lr > 0)) fail("lr", "must be > 0");
-  if (c.eval_every < 0 || c.checkpoint_every < 0 || c.monitor_passes < 0) fail("eval_every/checkpoint_every/monitor_passes", "must be >= 0");
+  if (c.data.empty()) fail("data", "is empty (give task:<name> or a text file)");
+  const char* pn[3] = {"p_full", "p_compressed", "p_answer"};
+  const double pv[3] = {c.p_full, c.p_compressed, c.p_answer};
+  for (int i = 0; i < 3; ++i)
+    if (!std::isfinite(pv[i]) || pv[i] < 0) fail(pn[i], "must be finite and >= 0, got " + detail::num(pv[i]));
   if (c.data.rfind("task:", 0) == 0) {
     TaskConfig t{c.data.substr(5), c.task_difficulty, c.p_full, c.p_compressed, c.p_answer};
+    const int dmax = max_task_difficulty(t.name);
+    if (dmax > 0 && (c.task_difficulty < 1 || c.task_difficulty > dmax))
+      fail("task_difficulty", "must be in [1, " + std::to_string(dmax) + "] for task " + t.name + " (" + task_difficulty_unit(t.name) + "), got " +
+                                  std::to_string(c.task_difficulty));
     t.validate();
-  } else if (c.data.empty()) {
-    fail("data", "is empty (give task:<name> or a text file)");
   }
+  if (c.doc_split != "blank_line" && c.doc_split != "none")
+    fail("doc_split", "expected blank_line or none, got " + detail::quote_value(c.doc_split));
+  if (!(c.val_fraction >= 0 && c.val_fraction < 1)) fail("val_fraction", "must be in [0, 1), got " + detail::num(c.val_fraction));
 }
 
 inline nlohmann::json to_json(const TrainConfig& c) {
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& f : train_config_fields()) j[f.name] = f.get(c);
+  for (const auto& f : train_config_fields())
+    if (f.recorded) j[f.name] = f.get(c);
   j["vocab_size"] = std::to_string(c.model.vocab_size);
   return j;
 }
@@ -246,18 +329,20 @@ inline nlohmann::json to_json(const TrainConfig& c) {
 inline void apply_json(TrainConfig& c, const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) throw Error(where + ": a config file must hold one JSON object");
   for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string key = detail::excerpt(it.key());
     if (it.key() == "vocab_size") continue;  // fixed by the byte tokenizer
     std::string v;
     if (it->is_string()) v = it->get<std::string>();
     else if (it->is_boolean()) v = it->get<bool>() ? "true" : "false";
+    else if (it->is_number_unsigned()) v = std::to_string(it->get<unsigned long long>());  // 2^64 - 1 stays itself, not -1
     else if (it->is_number_integer()) v = std::to_string(it->get<long long>());
     else if (it->is_number()) v = detail::num(it->get<double>());
     else if (it->is_array()) {  // per-layer sizes: [256, 128] is "256,128"
       for (const auto& x : *it) {
-        if (!x.is_number_integer()) throw Error(where + ": field " + it.key() + " must be an array of integers");
-        v += (v.empty() ? "" : ",") + std::to_string(x.get<long long>());
+        if (!x.is_number_integer()) throw Error(where + ": field " + key + " must be an array of integers");
+        v += (v.empty() ? "" : ",") + (x.is_number_unsigned() ? std::to_string(x.get<unsigned long long>()) : std::to_string(x.get<long long>()));
       }
-    } else throw Error(where + ": field " + it.key() + " must be a string, number, boolean or array of integers");
+    } else throw Error(where + ": field " + key + " must be a string, number, boolean or array of integers, got " + it->type_name());
     try {
       set_config_field(c, it.key(), v);
     } catch (const Error& e) {
@@ -266,15 +351,96 @@ inline void apply_json(TrainConfig& c, const nlohmann::json& j, const std::strin
   }
 }
 
-/// \brief Parses a JSON file; `what` names it in errors ("config file", "grid file", ...).
-inline nlohmann::json read_json_file(const std::string& path, const std::string& what) {
-  std::ifstream f(path);
-  if (!f) throw Error("cannot open " + what + " '" + path + "'");
+/// \brief Checks every field of a training config: finiteness and range of each real, range of each
+/// integer, the names of the string knobs, the model config (ModelConfig::validate), the schedule
+/// (ScheduleConfig::validate), the data (validate_data), and that the run's records load back, so a
+/// checkpoint of this run is one that eval and resume accept. Throws fbt::Error naming the field, its
+/// value and the rule.
+inline void validate(const TrainConfig& c) {
+  using detail::num;
+  auto fail = [](const std::string& f, const std::string& why) { throw Error("invalid training config: " + f + ": " + why); };
+  auto at_least = [&](const char* f, long long v, long long lo) {
+    if (v < lo) fail(f, "must be >= " + std::to_string(lo) + ", got " + std::to_string(v));
+  };
+  auto real_in = [&](const char* f, double v, double lo, bool lo_open, double hi, bool hi_open, const char* range) {
+    if (!std::isfinite(v) || (lo_open ? !(v > lo) : !(v >= lo)) || (hi_open ? !(v < hi) : !(v <= hi)))
+      fail(f, std::string("must be finite and in ") + range + ", got " + num(v));
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  // the model: its own rules, and every real finite (a non-finite one is written to JSON as null)
+  c.model.validate();
+  if (c.model.vocab_size != ByteTokenizer::kVocabSize)
+    fail("vocab_size", "is " + std::to_string(c.model.vocab_size) + ", but training reads bytes: the byte tokenizer needs " +
+                           std::to_string(ByteTokenizer::kVocabSize));
+  const std::pair<const char*, double> model_reals[] = {{"rope_theta", c.model.rope_theta}, {"rms_norm_eps", c.model.rms_norm_eps},
+                                                        {"initializer_range", c.model.initializer_range}, {"z_loss", c.model.z_loss},
+                                                        {"gated_add_alpha", c.model.gated_add_alpha}};
+  for (const auto& r : model_reals)
+    if (!std::isfinite(r.second)) fail(r.first, "must be finite, got " + num(r.second));
+  // the schedule
+  c.schedule.validate();
+  if (c.schedule.K_max > 1 && !c.model.feedback() && c.schedule.feedback_start < 1.0 && !(c.schedule.pass_mix.size() == 1 && c.schedule.pass_mix.count(1)))
+    fail("fuser", "is none (a baseline), so the schedule must stay single-pass: set feedback_start 1 or pass_mix 1:1");
+  // the data
+  validate_data(c);
+  // optimisation
+  at_least("batch_size", c.batch_size, 1);
+  at_least("seq_len", c.seq_len, 2);
+  if (c.seq_len > c.model.max_position_embeddings)
+    fail("seq_len", std::to_string(c.seq_len) + " exceeds max_position_embeddings (" + std::to_string(c.model.max_position_embeddings) + ")");
+  if (double(c.batch_size) * c.seq_len > double(std::numeric_limits<int>::max()))
+    fail("batch_size", "batch_size x seq_len = " + num(double(c.batch_size) * c.seq_len) + " positions per micro-batch, over the " +
+                           std::to_string(std::numeric_limits<int>::max()) + " a step can index");
+  at_least("grad_accum", c.grad_accum, 1);
+  at_least("steps", c.steps, 1);
+  at_least("warmup_steps", c.warmup_steps, 0);
+  if (c.threads < 1 || c.threads > 256) fail("threads", "must be in [1, 256], got " + std::to_string(c.threads));
+  real_in("lr", c.lr, 0, true, inf, true, "(0, inf)");
+  real_in("min_lr", c.min_lr, 0, false, c.lr, false, "[0, lr]");
+  real_in("wsd_decay_frac", c.wsd_decay_frac, 0, false, 1, false, "[0, 1]");
+  real_in("weight_decay", c.weight_decay, 0, false, inf, true, "[0, inf)");
+  real_in("beta1", c.beta1, 0, false, 1, true, "[0, 1)");
+  real_in("beta2", c.beta2, 0, false, 1, true, "[0, 1)");
+  real_in("adam_eps", c.adam_eps, 0, true, inf, true, "(0, inf)");
+  real_in("grad_clip", c.grad_clip, 0, false, inf, true, "[0, inf) (0 = off)");
+  (void)make_lr_schedule(c.lr_schedule, c.lr, c.min_lr, std::min(c.warmup_steps, c.steps), c.steps, c.wsd_decay_frac);  // names the bad field
+  // evaluation, output, resources
+  at_least("eval_every", c.eval_every, 0);
+  at_least("eval_windows", c.eval_windows, 0);
+  at_least("seq_eval_windows", c.seq_eval_windows, 0);
+  at_least("monitor_passes", c.monitor_passes, 0);
+  if (c.monitor_passes > kMaxPasses)
+    fail("monitor_passes", "must be <= " + std::to_string(kMaxPasses) + ", got " + std::to_string(c.monitor_passes));
+  at_least("checkpoint_every", c.checkpoint_every, 0);
+  if (c.out_dir.empty()) fail("out_dir", "is empty");
+  real_in("max_memory_gb", c.max_memory_gb, 0, false, inf, true, "[0, inf) (0 = the available memory)");
+  // the records load back (checkpoint metadata: the model config and the training config)
   try {
-    return nlohmann::json::parse(f);
-  } catch (const std::exception& e) {
-    throw Error(what + " '" + path + "' is not valid JSON: " + e.what());
+    const std::string model_text = to_json(c.model).dump();
+    const ModelConfig back = config_from_json(detail::parse_json_strict(model_text, "model config"), "model config");
+    if (to_json(back) != to_json(c.model)) fail("model", "does not read back equal from its JSON record " + detail::quote_value(model_text));
+    TrainConfig t;
+    const std::string train_text = to_json(c).dump();
+    apply_json(t, detail::parse_json_strict(train_text, "training config"), "training config");
+    if (to_json(t) != to_json(c)) fail("config", "does not read back equal from its JSON record " + detail::quote_value(train_text));
+  } catch (const nlohmann::json::exception& e) {  // dump() of a string that is not UTF-8
+    fail("config", std::string("cannot be written as JSON (a string field that is not UTF-8?): ") + detail::excerpt(e.what(), 200));
+  } catch (const Error& e) {
+    fail("config", std::string("a checkpoint of it would not load: ") + e.what());
   }
+}
+
+/// \brief Parses a JSON file; `what` names it in errors ("config file", "grid file", ...). The file must be
+/// a regular file of at most kMaxConfigFileBytes; duplicate keys are refused (detail::parse_json_strict).
+inline nlohmann::json read_json_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw Error("cannot open " + what + " '" + path + "'");
+  detail::regular_file_size(path, kMaxConfigFileBytes, what, "a " + what);  // not a directory, FIFO or device, not huge
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot open " + what + " '" + path + "'");
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) throw Error("cannot read " + what + " '" + path + "'");
+  return detail::parse_json_strict(text, what + " '" + path + "'");
 }
 
 inline TrainConfig load_train_config_file(const std::string& path, TrainConfig base = {}) {

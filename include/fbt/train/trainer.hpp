@@ -12,12 +12,16 @@
 // step, RNG states, token counters, the run's config), each written to a temporary name and renamed.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
+#include <random>
+#include <sstream>
 
 #include "../data/dataset.hpp"
 #include "../data/tasks.hpp"
@@ -27,6 +31,7 @@
 #include "clip.hpp"
 #include "evaluate.hpp"
 #include "lr_schedule.hpp"
+#include "memory.hpp"
 #include "train_config.hpp"
 
 namespace fbt {
@@ -41,6 +46,121 @@ inline std::unique_ptr<DataSource> make_data_source(const TrainConfig& c) {
   o.doc_split = c.doc_split, o.val_fraction = c.val_fraction, o.seq_len = c.seq_len;
   return std::make_unique<TextDataset>(TextDataset::from_file(c.data, o));
 }
+
+/// \brief A config whose text-file `data` is a relative path gets it made absolute (against the current
+/// directory), so the run's record names the file wherever eval or resume later run from. Task data
+/// ("task:...") and absolute paths are unchanged.
+inline void resolve_data_path(TrainConfig& c) {
+  if (c.data.empty() || c.data.rfind("task:", 0) == 0) return;
+  const std::filesystem::path p(c.data);
+  if (p.is_absolute()) return;
+  std::error_code ec;
+  const std::filesystem::path a = std::filesystem::absolute(p, ec);
+  if (!ec) c.data = a.lexically_normal().string();
+}
+
+namespace detail {
+/// Parameters of a config, counted from its sizes before any model is built (the embedding, the head
+/// when untied, each block's attention, MLP and norms, the final norm, and an upper bound for the
+/// built-in fusers: 3 D x D matrices and their norms).
+inline double estimate_param_count(const ModelConfig& c) {
+  const double D = std::max(0, c.hidden_size), V = std::max(0, c.vocab_size), hs = std::max(0, c.num_attention_heads) > 0 ? std::max(0, c.hs()) : 0;
+  double n = V * D * (c.tie_word_embeddings ? 1 : 2) + D;
+  auto block = [&](double nh, double nkv, double F) { return D * hs * (2 * nh + 2 * nkv) + 3 * F * D + 2 * D + (c.qk_norm ? 2 * hs : 0); };
+  const int L = std::max(0, c.num_hidden_layers);
+  const std::size_t listed = std::max({c.layer_num_attention_heads.size(), c.layer_num_key_value_heads.size(), c.layer_intermediate_size.size()});
+  const int looped = int(std::min<std::size_t>(std::size_t(L), listed));  // per-layer lists: at most their own length
+  for (int l = 0; l < looped; ++l) {
+    auto at = [l](const std::vector<int>& v, int def) { return double(std::max(0, std::size_t(l) < v.size() ? v[l] : def)); };
+    n += block(at(c.layer_num_attention_heads, c.num_attention_heads), at(c.layer_num_key_value_heads, c.num_key_value_heads),
+               at(c.layer_intermediate_size, c.intermediate_size));
+  }
+  n += double(L - looped) * block(std::max(0, c.num_attention_heads), std::max(0, c.num_key_value_heads), std::max(0, c.intermediate_size));
+  if (c.feedback()) n += 3 * D * D + 4 * D;
+  return n;
+}
+}  // namespace detail
+
+/// What a run needs at least, from its config alone, before anything is allocated (bytes).
+struct TrainMemoryEstimate {
+  double params = 0;       ///< parameters, gradients and AdamW moments (and a gradient buffer per extra thread)
+  double activations = 0;  ///< a lower bound of the step's workspace: the logits and four D-wide tensors per layer, per position
+  double data = 0;         ///< a text file's bytes, its documents and its 4-byte tokens (7 bytes per byte)
+  double total() const { return params + activations + data; }
+};
+
+/// \brief The estimate check_train_memory compares: a lower bound of what Trainer will allocate.
+inline TrainMemoryEstimate estimate_train_memory(const TrainConfig& c) {
+  TrainMemoryEstimate e;
+  e.params = detail::estimate_param_count(c.model) * sizeof(float) * (4 + std::max(0, std::min(c.threads, c.batch_size) - 1));
+  const double pos = double(std::max(0, c.batch_size)) * std::max(0, c.seq_len);
+  e.activations = pos * (double(std::max(0, c.model.vocab_size)) + 4.0 * std::max(0, c.model.hidden_size) * std::max(0, c.model.num_hidden_layers)) *
+                  sizeof(float);
+  if (!c.data.empty() && c.data.rfind("task:", 0) != 0) {
+    std::error_code ec;
+    const auto sz = std::filesystem::file_size(c.data, ec);
+    if (!ec) e.data = 7.0 * double(sz);
+  }
+  return e;
+}
+
+/// \brief Refuses a run whose memory estimate (estimate_train_memory), made from the config alone before
+/// anything is allocated, exceeds what it may use: TrainConfig::max_memory_gb, else MemAvailable (see
+/// train/memory.hpp). The Trainer adds the exact step workspace once the model exists.
+inline void check_train_memory(const TrainConfig& c) {
+  const TrainMemoryEstimate e = estimate_train_memory(c);
+  check_memory("this training run", e.total(),
+               "parameters with gradients and AdamW state " + detail::fmt_bytes(e.params) + ", at least " + detail::fmt_bytes(e.activations) +
+                   " of step activations for batch_size " + std::to_string(c.batch_size) + " x seq_len " + std::to_string(c.seq_len) +
+                   (e.data > 0 ? ", data " + detail::fmt_bytes(e.data) : std::string()),
+               c.max_memory_gb, "lower batch_size, seq_len or the model's size");
+}
+
+namespace detail {
+/// Refuses (fbt::Error "<who>: '<path>': ...") a path that is not a regular file, before anything opens it:
+/// opening a FIFO blocks, a device never ends. Size limits are the reader's (io/safetensors.hpp).
+inline void require_regular_file(const std::string& path, const std::string& who) {
+  regular_file_size(path, std::numeric_limits<std::uint64_t>::max(), who);
+}
+
+/// Checks an Rng state string as Rng::state() writes it, before Rng::set_state trusts it: the engine's
+/// words (each a 32-bit value), the engine's position when the library writes one (at most the word
+/// count), the Box-Muller flag (0 or 1) and the spare normal (finite); nothing more, and the state must
+/// read back to the same text. Throws fbt::Error "<where>: field \"<name>\" ...".
+inline void check_rng_state(const std::string& s, const std::string& where, const char* name) {
+  auto fail = [&](const std::string& why) {
+    throw Error(where + ": field \"" + name + "\" is " + quote_value(s) + ": " + why + " (expected a generator state as fbt writes it)");
+  };
+  auto count = [](const std::string& t) {
+    std::istringstream is(t);
+    std::string w;
+    std::size_t n = 0;
+    while (is >> w) ++n;
+    return n;
+  };
+  const std::size_t n_expected = count(Rng(1).state());
+  const std::size_t n_words = std::mt19937::state_size;
+  if (count(s) != n_expected) fail("it holds " + std::to_string(count(s)) + " field(s), not " + std::to_string(n_expected));
+  std::istringstream is(s);
+  std::string w;
+  for (std::size_t i = 0; i + 2 < n_expected; ++i) {
+    is >> w;
+    const bool digits = !w.empty() && w.size() <= 10 && w.find_first_not_of("0123456789") == std::string::npos;
+    const unsigned long long x = digits ? std::strtoull(w.c_str(), nullptr, 10) : 0;
+    const unsigned long long limit = i < n_words ? 0xFFFFFFFFull : n_words;  // a word, or the engine's position
+    if (!digits || x > limit) fail("entry " + std::to_string(i) + " (" + quote_value(w) + ") is not an integer in [0, " + std::to_string(limit) + "]");
+  }
+  is >> w;
+  if (w != "0" && w != "1") fail("the normal-spare flag " + quote_value(w) + " is not 0 or 1");
+  is >> w;
+  char* end = nullptr;
+  const double spare = std::strtod(w.c_str(), &end);
+  if (*end != 0 || !std::isfinite(spare)) fail("the spare normal " + quote_value(w) + " is not a finite number");
+  Rng r;
+  r.set_state(s);
+  if (r.state() != s) fail("it does not read back to itself");
+}
+}  // namespace detail
 
 struct StepReport {
   long step = 0;  ///< the step just taken (0-based)
@@ -64,15 +184,13 @@ inline TrainConfig read_train_config(const std::string& dir) {
   const std::string st_path = dir + "/train_state.safetensors";
   if (!std::filesystem::exists(dir) && std::filesystem::exists(dir + ".old"))
     throw Error("checkpoint '" + dir + "' is missing but '" + dir + ".old' exists: a save was interrupted; resume from '" + dir + ".old'");
+  detail::require_regular_file(st_path, "training state");  // a FIFO would block the read forever
   const SafetensorsFile f = read_safetensors(st_path);
   auto it = f.metadata.find("train_config");
   if (it == f.metadata.end()) throw Error("training state '" + st_path + "': metadata field \"train_config\" is missing");
   TrainConfig c;
-  try {
-    apply_json(c, nlohmann::json::parse(it->second), "training state '" + st_path + "' (train_config)");
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("training state '" + st_path + "': train_config is not valid JSON: " + e.what());
-  }
+  const std::string where = "training state '" + st_path + "' (train_config)";
+  apply_json(c, detail::parse_json_strict(it->second, where), where);
   return c;
 }
 
@@ -92,7 +210,7 @@ template <class M> class Trainer {
   std::atomic<long>* progress_counter = nullptr;  ///< if set, run() stores `step` here after every step (for a watcher thread)
 
   Trainer(const TrainConfig& c, std::unique_ptr<DataSource> d)
-      : cfg(checked(c)), data(std::move(d)), model(cfg.model, cfg.seed), sched(cfg.schedule, cfg.steps),
+      : cfg(prepared(c)), data(std::move(d)), model(cfg.model, cfg.seed), sched(cfg.schedule, cfg.steps),
         lr_sched(make_lr_schedule(cfg.lr_schedule, cfg.lr, cfg.min_lr, std::min(cfg.warmup_steps, cfg.steps), cfg.steps, cfg.wsd_decay_frac)),
         data_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 1), sched_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 2), dec_(model, kSep) {
     FBT_ASSERT(data, "Trainer needs a data source");
@@ -100,9 +218,19 @@ template <class M> class Trainer {
       throw Error("data " + cfg.data + ": the validation split holds no window of " + std::to_string(cfg.seq_len + 1) +
                   " tokens (evaluation needs one; raise val_fraction or lower seq_len)");
     adam.beta1 = cfg.beta1, adam.beta2 = cfg.beta2, adam.eps = cfg.adam_eps, adam.weight_decay = cfg.weight_decay;
+    // the exact workspaces, now that the model exists and before any is allocated (the first step does it)
+    const double step = double(step_bytes()), ev = double(eval_bytes());
+    check_memory("this training run", step + ev,
+                 "step workspace " + detail::fmt_bytes(step) + " for batch_size " + std::to_string(cfg.batch_size) + " x seq_len " +
+                     std::to_string(cfg.seq_len) + " with K_max " + std::to_string(M::has_feedback ? cfg.schedule.K_max : 1) +
+                     (cfg.threads > 1 ? " on " + std::to_string(cfg.threads) + " threads" : std::string()) + ", evaluation workspace " +
+                     detail::fmt_bytes(ev) + "; the " + detail::fmt_bytes(double(model.params.size()) * 4 * sizeof(T)) +
+                     " of parameters and AdamW state are already allocated",
+                 cfg.max_memory_gb > 0 ? std::max(cfg.max_memory_gb - double(model.params.size()) * 4 * sizeof(T) / 1e9, 1e-9) : 0,
+                 "lower batch_size, seq_len, K_max or threads, or use detach or grad_passes");
     if (cfg.threads > 1) par_ = std::make_unique<ParallelStepper<M>>(model, cfg.threads);
   }
-  explicit Trainer(const TrainConfig& c) : Trainer(c, make_data_source(checked(c))) {}
+  explicit Trainer(const TrainConfig& c) : Trainer(c, make_data_source(prepared(c))) {}
 
   /// Bytes the largest step of this run will need (spec 3: the library says so before it runs).
   std::size_t step_bytes() const {
@@ -112,6 +240,13 @@ template <class M> class Trainer {
     const int rows = (cfg.batch_size + cfg.threads - 1) / cfg.threads;
     return std::size_t(std::min(cfg.threads, cfg.batch_size)) * step_workspace_bytes(model, rows, cfg.seq_len, o) +
            std::size_t(std::min(cfg.threads, cfg.batch_size) - 1) * model.params.size() * sizeof(T);
+  }
+
+  /// Bytes the evaluation's workspace will need (8 validation windows at a time, K_max passes, forward only).
+  std::size_t eval_bytes() const {
+    StepOptions o;
+    o.K = M::has_feedback ? std::max(cfg.schedule.K_max, 1) : 1, o.backward = false;
+    return step_workspace_bytes(model, 8, cfg.seq_len, o);
   }
 
   /// \brief One optimizer step. Throws fbt::Error naming the step (and pass) on a non-finite loss or gradient.
@@ -192,28 +327,72 @@ template <class M> class Trainer {
 
   /// \brief Rebuilds a trainer from a checkpoint directory: same config, weights, moments, RNG states and counters.
   /// `override` may change fields that do not alter the run's math (steps, eval/checkpoint cadence, out_dir, progress).
+  ///
+  /// Every field of the training state is checked before it is used, and a bad one is refused with an
+  /// fbt::Error naming the file and the field: trainer_step (an integer in [0, the run's steps], equal to
+  /// AdamW's step and to model.safetensors' step), tokens (step x batch_size x seq_len x grad_accum exactly),
+  /// compute_tokens (between tokens and tokens x K_max), data_rng and sched_rng (generator states as
+  /// Rng::state writes them), and the run's config (validate()).
   static std::unique_ptr<Trainer> resume(const std::string& dir, const std::function<void(TrainConfig&)>& override = {}) {
     const std::string st_path = dir + "/train_state.safetensors", m_path = dir + "/model.safetensors";
+    const std::string where = "training state '" + st_path + "'";
     TrainConfig c = read_train_config(dir);
+    try {
+      validate(c);
+    } catch (const Error& e) {
+      throw Error(where + " (train_config): " + e.what());
+    }
+    const long run_steps = c.steps;
+    detail::require_regular_file(m_path, "checkpoint");
     const SafetensorsFile f = read_safetensors(st_path);
     auto meta = [&](const char* k) -> std::string {
       auto it = f.metadata.find(k);
-      if (it == f.metadata.end()) throw Error("training state '" + st_path + "': metadata field \"" + k + "\" is missing");
+      if (it == f.metadata.end()) throw Error(where + ": metadata field \"" + k + "\" is missing");
       return it->second;
     };
+    auto field_fail = [&](const char* k, const std::string& v, const std::string& why) {
+      throw Error(where + ": field \"" + k + "\" is " + detail::quote_value(v) + ": " + why);
+    };
+    const std::string step_s = meta("trainer_step"), tokens_s = meta("tokens"), compute_s = meta("compute_tokens");
+    long step = 0;
+    double tokens = 0, compute = 0;
+    try {
+      step = detail::parse_long("trainer_step", step_s);
+      tokens = detail::parse_double("tokens", tokens_s);
+      compute = detail::parse_double("compute_tokens", compute_s);
+    } catch (const Error& e) {
+      throw Error(where + ": " + e.what());
+    }
+    if (step < 0 || step > run_steps)
+      field_fail("trainer_step", step_s, "expected an integer in [0, " + std::to_string(run_steps) + "] (the run's steps)");
+    const double per_step = double(c.batch_size) * c.seq_len * c.grad_accum;
+    if (tokens != double(step) * per_step)
+      field_fail("tokens", tokens_s, "expected trainer_step x batch_size x seq_len x grad_accum = " + detail::num(double(step) * per_step));
+    const int k_max = M::has_feedback ? c.schedule.K_max : 1;
+    if (!(compute >= tokens && compute <= tokens * k_max))
+      field_fail("compute_tokens", compute_s, "expected a number in [tokens, tokens x K_max] = [" + detail::num(tokens) + ", " + detail::num(tokens * k_max) + "]");
+    const std::string data_rng = meta("data_rng"), sched_rng = meta("sched_rng");
+    detail::check_rng_state(data_rng, where, "data_rng");
+    detail::check_rng_state(sched_rng, where, "sched_rng");
     if (override) override(c);
+    if (c.steps < step)
+      throw Error("fbt train --resume: steps " + std::to_string(c.steps) + " is below the checkpoint's step " + std::to_string(step) +
+                  " in '" + dir + "' (a run cannot go back; give steps >= " + std::to_string(step) + ")");
     auto t = std::make_unique<Trainer>(c);
     load_model_into(m_path, t->model);
     load_train_state(st_path, t->model.params);
-    t->step = detail::parse_long("trainer_step", meta("trainer_step"));
-    t->tokens = detail::parse_double("tokens", meta("tokens"));
-    t->compute_tokens = detail::parse_double("compute_tokens", meta("compute_tokens"));
-    t->data_rng.set_state(meta("data_rng"));
-    t->sched_rng.set_state(meta("sched_rng"));
+    if (t->model.params.step != step)
+      throw Error(where + ": field \"step\" (AdamW's step, " + std::to_string(t->model.params.step) + ") differs from \"trainer_step\" (" +
+                  std::to_string(step) + ")");
+    t->step = step;
+    t->tokens = tokens;
+    t->compute_tokens = compute;
+    t->data_rng.set_state(data_rng);
+    t->sched_rng.set_state(sched_rng);
     const SafetensorsFile mf = read_safetensors(m_path);
     auto it = mf.metadata.find("step");
     if (it == mf.metadata.end() || it->second != std::to_string(t->step))
-      throw Error("checkpoint '" + dir + "': model.safetensors (step " + (it == mf.metadata.end() ? std::string("?") : it->second) +
+      throw Error("checkpoint '" + dir + "': model.safetensors (step " + (it == mf.metadata.end() ? std::string("?") : detail::excerpt(it->second)) +
                   ") and train_state.safetensors (step " + std::to_string(t->step) + ") are from different steps");
     return t;
   }
@@ -277,9 +456,15 @@ template <class M> class Trainer {
   Decoder<M>& decoder() { return dec_; }
 
  private:
-  static const TrainConfig& checked(const TrainConfig& c) {
+  /// The config a trainer runs: its memory estimate checked before anything is allocated (so a config
+  /// far too large is refused with its estimate, not with a size it overflows), then every field
+  /// validated, then a relative data path made absolute (resolve_data_path).
+  static TrainConfig prepared(const TrainConfig& c) {
+    check_train_memory(c);
     validate(c);
-    return c;
+    TrainConfig r = c;
+    resolve_data_path(r);
+    return r;
   }
   static std::string fmt_time(double s) {
     char b[32];

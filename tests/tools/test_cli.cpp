@@ -1,0 +1,84 @@
+// The `fbt` command's shared pieces (issue 11, tools/cli.hpp): options read with their range checked,
+// checkpoints whose vocabulary the byte tokenizer cannot serve refused up front, --text_file read only
+// from a regular file, and error text kept to one bounded line. The command's own refusals (exit status,
+// one line on stderr) are the cli.* tests of tools/CMakeLists.txt.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "tools/cli.hpp"
+#include "../common/io_test.hpp"
+
+using namespace fbt;
+using fbt_test::TempDirTest;
+
+namespace {
+
+TEST(CliOptions, IntegersAreRangeCheckedAndNamed) {
+  EXPECT_EQ(cli::int_option<int>("passes", "3", 1, 1000), 3);
+  EXPECT_EQ(cli::int_option<int>("max_new_tokens", "2147483647", 1, std::numeric_limits<int>::max()), std::numeric_limits<int>::max());
+  EXPECT_FBT_ERROR(cli::int_option<int>("passes", "-1", 1, 1000, "passes to evaluate"), "--passes \"-1\": must be in [1, 1000] (passes to evaluate)");
+  EXPECT_FBT_ERROR(cli::int_option<int>("max_new_tokens", "-1", 1, std::numeric_limits<int>::max()), "--max_new_tokens \"-1\": must be >= 1");
+  // 4294967300 = 2^32 + 4 used to generate 4 tokens
+  EXPECT_FBT_ERROR(cli::int_option<int>("max_new_tokens", "4294967300", 1, std::numeric_limits<int>::max()), "--max_new_tokens",
+                   "\"4294967300\" is out of range");
+  EXPECT_FBT_ERROR(cli::int_option<int>("n", "0", 1, 1024), "--n \"0\": must be in [1, 1024]");
+  EXPECT_FBT_ERROR(cli::int_option<int>("windows", "3x", 0, 10), "--windows: expected an integer, got \"3x\"");
+  EXPECT_FBT_ERROR(cli::int_option<std::uint64_t>("seed", "-1", 0, std::numeric_limits<std::uint64_t>::max()), "--seed", "out of range");
+}
+
+TEST(CliOptions, RealsAreFiniteAndInRange) {
+  EXPECT_EQ(cli::real_option("top_p", "0.9", 0, true, 1, false), 0.9);
+  EXPECT_FBT_ERROR(cli::real_option("top_p", "0", 0, true, 1, false), "--top_p \"0\": must be in (0, 1]");
+  EXPECT_FBT_ERROR(cli::real_option("temperature", "inf", 0, false, HUGE_VAL, true), "--temperature: expected a finite number, got \"inf\"");
+  EXPECT_FBT_ERROR(cli::real_option("temperature", "-1", 0, false, HUGE_VAL, true), "--temperature \"-1\": must be in [0, inf)");
+}
+
+TEST(CliOptions, ErrorTextIsOneBoundedLine) {
+  const std::string long_value(100000, 'x');
+  try {
+    cli::int_option<int>("steps", long_value, 1, 10);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_LT(std::string(e.what()).size(), 300u) << "a hostile value is quoted in part, with its length";
+    EXPECT_NE(std::string(e.what()).find("(100000 bytes)"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cli::one_line("a\nb"), "a?b");
+  EXPECT_LE(cli::one_line(std::string(10000, 'y')).size(), 4096u + 32u);
+}
+
+class CliFiles : public TempDirTest {};
+
+TEST_F(CliFiles, ACheckpointOfAnotherVocabularyIsRefusedAtLoad) {
+  // a 32-token model failed later with a token-id message; now its vocab_size is named up front
+  ModelConfig c;
+  c.vocab_size = 32, c.hidden_size = 16, c.num_hidden_layers = 1, c.num_attention_heads = 2, c.num_key_value_heads = 1;
+  c.intermediate_size = 32, c.max_position_embeddings = 64;
+  Model<float> m(c, 1);
+  save_model(path("model.safetensors"), m);
+  EXPECT_FBT_ERROR(cli::checkpoint_config(dir_.string()), "model.safetensors", "vocab_size is 32", "needs 257");
+  c.vocab_size = 257;
+  Model<float> ok(c, 1);
+  save_model(path("model.safetensors"), ok);
+  EXPECT_EQ(cli::checkpoint_config(dir_.string()).vocab_size, 257);
+  EXPECT_EQ(cli::checkpoint_config(path("model.safetensors")).hidden_size, 16);
+}
+
+TEST_F(CliFiles, TextFileOptionReadsOnlyRegularFiles) {
+  // a directory gave "basic_string::_M_create"
+  EXPECT_FBT_ERROR(cli::read_text_option("text_file", dir_.string()), "--text_file", dir_.string(), "is a directory");
+  const std::string fifo = path("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_FBT_ERROR(cli::read_text_option("text_file", fifo), "--text_file", "not a regular file");
+  EXPECT_FBT_ERROR(cli::read_text_option("text_file", "/dev/zero"), "not a regular file");
+  std::ofstream(path("t.txt")) << "12+34=?";
+  EXPECT_EQ(cli::read_text_option("text_file", path("t.txt")), "12+34=?");
+  EXPECT_FBT_ERROR(cli::read_text_option("text_file", path("t.txt"), 3), "over the 3-byte limit");
+}
+
+}  // namespace

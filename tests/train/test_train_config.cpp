@@ -1,0 +1,215 @@
+// The training config (issue 11, train/train_config.hpp): every value read from a flag or a config file is
+// parsed whole and range-checked (no wrap, no trailing junk, no inf or nan), every field is validated
+// before a run starts (so a run never writes a checkpoint that eval or resume then refuse), and config
+// files are regular files of bounded size without duplicate keys.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+
+#include "fbt/train/trainer.hpp"
+#include "../common/io_test.hpp"
+
+using namespace fbt;
+using fbt_test::TempDirTest;
+
+namespace {
+
+TEST(ParseInteger, WholeTokensInTheTypesRangeOnly) {
+  EXPECT_EQ(detail::parse_integer<int>("f", "42"), 42);
+  EXPECT_EQ(detail::parse_integer<int>("f", "-7"), -7);
+  EXPECT_EQ(detail::parse_integer<int>("f", "1e6"), 1000000);  // a whole number written as a real
+  EXPECT_EQ(detail::parse_integer<int>("f", "2147483647"), std::numeric_limits<int>::max());
+  EXPECT_EQ(detail::parse_integer<long>("f", "9223372036854775807"), std::numeric_limits<long>::max());
+  EXPECT_EQ(detail::parse_integer<std::uint64_t>("f", "18446744073709551615"), std::numeric_limits<std::uint64_t>::max());
+  // wrapping values are refused, not truncated: 4294967312 = 2^32 + 16 used to train a 16-wide model
+  EXPECT_FBT_ERROR(detail::parse_integer<int>("hidden_size", "4294967312"), "config field hidden_size", "\"4294967312\"", "out of range",
+                   "[-2147483648, 2147483647]");
+  EXPECT_FBT_ERROR(detail::parse_integer<int>("f", "2147483648"), "out of range");
+  EXPECT_FBT_ERROR(detail::parse_integer<int>("f", "1e10"), "out of range");
+  EXPECT_FBT_ERROR(detail::parse_integer<long>("steps", "99999999999999999999"), "config field steps", "out of range");
+  EXPECT_FBT_ERROR(detail::parse_integer<long>("f", "9223372036854775808"), "out of range");
+  EXPECT_FBT_ERROR(detail::parse_integer<std::uint64_t>("seed", "-1"), "config field seed", "out of range");
+  EXPECT_FBT_ERROR(detail::parse_integer<std::uint64_t>("seed", "18446744073709551616"), "out of range");
+  for (const char* bad : {"", " 3", "3 ", "12abc", "1.5", "0x10", "inf", "nan", "-", "e5", "1e"})
+    EXPECT_FBT_ERROR(detail::parse_integer<int>("f", bad), "config field f: expected an integer");
+}
+
+TEST(ParseDouble, FiniteWholeNumbersOnly) {
+  EXPECT_EQ(detail::parse_double("f", "0.5"), 0.5);
+  EXPECT_EQ(detail::parse_double("f", "-1e-3"), -1e-3);
+  for (const char* bad : {"inf", "-inf", "nan", "NaN", "infinity", "1e999"})
+    EXPECT_FBT_ERROR(detail::parse_double("rope_theta", bad), "config field rope_theta: expected a finite number");
+  for (const char* bad : {"", "0.5junk", " 1", "0x1p3", "1,5"}) EXPECT_FBT_ERROR(detail::parse_double("f", bad), "config field f: expected a number");
+}
+
+TEST(TrainConfigFields, NonFiniteModelRealsAreRefusedWhenSet) {
+  // these trained and exited 0, then the checkpoint held null and eval/resume refused it
+  TrainConfig c;
+  EXPECT_FBT_ERROR(set_config_field(c, "rope_theta", "inf"), "rope_theta", "\"inf\"");
+  EXPECT_FBT_ERROR(set_config_field(c, "rms_norm_eps", "inf"), "rms_norm_eps", "\"inf\"");
+  EXPECT_FBT_ERROR(set_config_field(c, "gated_add_alpha", "nan"), "gated_add_alpha", "\"nan\"");
+  EXPECT_FBT_ERROR(set_config_field(c, "grad_clip", "nan"), "grad_clip", "\"nan\"");
+  EXPECT_FBT_ERROR(set_config_field(c, "hidden_size", "4294967312"), "hidden_size", "out of range");
+  EXPECT_EQ(c.model.hidden_size, TrainConfig{}.model.hidden_size);  // unchanged by a refused value
+  set_config_field(c, "steps", "1e5");
+  EXPECT_EQ(c.steps, 100000);
+}
+
+TEST(TrainConfigFields, PassMixIsParsedWhole) {
+  TrainConfig c;
+  set_config_field(c, "pass_mix", "2:0.5,3:0.5");
+  EXPECT_EQ(c.schedule.pass_mix, (std::map<int, double>{{2, 0.5}, {3, 0.5}}));
+  EXPECT_FBT_ERROR(set_config_field(c, "pass_mix", "2:0.5junk"), "pass_mix", "\"0.5junk\"", "not a number");
+  EXPECT_FBT_ERROR(set_config_field(c, "pass_mix", "2:inf,3:1"), "pass_mix", "\"inf\"", "finite");
+  EXPECT_FBT_ERROR(set_config_field(c, "pass_mix", "2:nan"), "pass_mix", "finite");
+  EXPECT_FBT_ERROR(set_config_field(c, "pass_mix", "2x:0.5"), "pass_mix", "\"2x\"");
+  EXPECT_FBT_ERROR(set_config_field(c, "pass_mix", "2:0.5,2:0.5"), "pass_mix", "K = 2 appears twice");
+  EXPECT_FBT_ERROR(set_config_field(c, "pass_mix", "2:0.5,"), "pass_mix", "no ':'");
+  EXPECT_FBT_ERROR(set_config_field(c, "pass_mix", "99999999999:1"), "pass_mix");
+}
+
+/// validate(c) with one field set from text: the message names the field (and the rule's words).
+void expect_refused(const char* field, const char* value, const std::string& part) {
+  TrainConfig c;
+  set_config_field(c, field, value);
+  EXPECT_FBT_ERROR(validate(c), field, part);
+}
+
+TEST(TrainConfigValidate, EveryFieldIsRangeChecked) {
+  EXPECT_NO_THROW(validate(TrainConfig{}));
+  expect_refused("grad_clip", "-1", "must be finite and in [0, inf)");
+  expect_refused("lr", "0", "(0, inf)");
+  expect_refused("min_lr", "1", "[0, lr]");
+  expect_refused("weight_decay", "-0.1", "[0, inf)");
+  expect_refused("beta1", "1", "[0, 1)");
+  expect_refused("beta2", "-0.5", "[0, 1)");
+  expect_refused("adam_eps", "0", "(0, inf)");
+  expect_refused("wsd_decay_frac", "1.5", "[0, 1]");
+  expect_refused("sigma", "-1", "must be finite and >= 0");
+  expect_refused("lambda", "-1", "must be finite and >= 0");
+  expect_refused("feedback_start", "1.5", "[0, 1]");
+  expect_refused("warmup_steps", "-1", ">= 0");
+  expect_refused("lambda_ramp", "-3", ">= 0");
+  expect_refused("eval_every", "-1", ">= 0");
+  expect_refused("eval_windows", "-1", ">= 0");
+  expect_refused("seq_eval_windows", "-5", ">= 0");
+  expect_refused("monitor_passes", "-1", ">= 0");
+  expect_refused("monitor_passes", "1001", "<= 1000");
+  expect_refused("checkpoint_every", "-1", ">= 0");
+  expect_refused("K_max", "1001", "[1, 1000]");
+  expect_refused("grad_passes", "4", "[0, K_max = 3]");
+  expect_refused("prefix", "-3", "uniform, none or a number");
+  expect_refused("prefix", "99999999999999999999", "uniform, none or a number");
+  expect_refused("val_fraction", "1", "[0, 1)");
+  expect_refused("doc_split", "paragraphs", "blank_line or none");
+  expect_refused("p_full", "-1", "finite and >= 0");
+  expect_refused("batch_size", "0", ">= 1");
+  expect_refused("grad_accum", "0", ">= 1");
+  expect_refused("steps", "0", ">= 1");
+  expect_refused("threads", "0", "[1, 256]");
+  expect_refused("lr_schedule", "linear", "linear");
+  expect_refused("max_memory_gb", "-1", "[0, inf)");
+  expect_refused("task_difficulty", "100000", "[1, 1000] for task addition (digits), got 100000");
+  expect_refused("out_dir", "", "empty");
+  TrainConfig c;
+  c.batch_size = 1 << 20, c.seq_len = 4096;
+  EXPECT_FBT_ERROR(validate(c), "batch_size", "positions per micro-batch");
+}
+
+TEST(TrainConfigValidate, NonFiniteValuesSetInCodeAreRefusedToo) {
+  // a program (not the parser) may put inf or nan in a config: validate names each such field
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  TrainConfig c;
+  c.model.rope_theta = inf;
+  EXPECT_FBT_ERROR(validate(c), "rope_theta");
+  c = TrainConfig{};
+  c.model.gated_add_alpha = nan;
+  EXPECT_FBT_ERROR(validate(c), "gated_add_alpha");
+  c = TrainConfig{};
+  c.grad_clip = nan;
+  EXPECT_FBT_ERROR(validate(c), "grad_clip");
+  c = TrainConfig{};
+  c.schedule.pass_mix = {{2, inf}};
+  EXPECT_FBT_ERROR(validate(c), "pass_mix", "finite");
+  c = TrainConfig{};
+  c.schedule.lambda = inf;
+  EXPECT_FBT_ERROR(validate(c), "lambda");
+  c = TrainConfig{};
+  c.lr = inf;
+  EXPECT_FBT_ERROR(validate(c), "lr");
+}
+
+TEST(TrainConfigValidate, AConfigWhoseRecordCannotBeWrittenIsRefused) {
+  // a knob that is not UTF-8 cannot be written to the checkpoint's JSON metadata: refused up front, not
+  // at the end of the run when the checkpoint is saved
+  TrainConfig c;
+  c.out_dir = std::string("runs/\xff\xfe");
+  EXPECT_FBT_ERROR(validate(c), "invalid training config: config");
+}
+
+class TrainConfigFile : public TempDirTest {};
+
+TEST_F(TrainConfigFile, DuplicateKeysAreRefused) {
+  const std::string p = path("c.json");
+  std::ofstream(p) << R"({"lr": 0.01, "steps": 5, "lr": 0.02})";
+  EXPECT_FBT_ERROR(load_train_config_file(p), p, "duplicate key \"lr\"");
+  std::ofstream(p) << R"({"lr": 0.01, "steps": 5})";
+  const TrainConfig c = load_train_config_file(p);
+  EXPECT_EQ(c.lr, 0.01);
+  EXPECT_EQ(c.steps, 5);
+}
+
+TEST_F(TrainConfigFile, IntegersInAFileAreRangeCheckedToo) {
+  const std::string p = path("c.json");
+  std::ofstream(p) << R"({"hidden_size": 4294967312})";
+  EXPECT_FBT_ERROR(load_train_config_file(p), p, "hidden_size", "out of range");
+  std::ofstream(p) << R"({"seed": 18446744073709551615})";  // an unsigned JSON integer keeps its value
+  EXPECT_EQ(load_train_config_file(p).seed, std::numeric_limits<std::uint64_t>::max());
+  std::ofstream(p) << R"({"seq_len": 1e9})";
+  EXPECT_EQ(load_train_config_file(p).seq_len, 1000000000);
+  std::ofstream(p) << R"({"lr": "inf"})";
+  EXPECT_FBT_ERROR(load_train_config_file(p), p, "lr", "finite");
+  std::ofstream(p) << R"({"lr": null})";
+  EXPECT_FBT_ERROR(load_train_config_file(p), p, "lr");
+}
+
+TEST_F(TrainConfigFile, OnlyRegularFilesOfBoundedSizeAreRead) {
+  EXPECT_FBT_ERROR(load_train_config_file(dir_.string()), "is a directory");
+  const std::string fifo = path("fifo.json");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_FBT_ERROR(load_train_config_file(fifo), fifo, "not a regular file");  // before: blocked forever
+  const std::string big = path("big.json");
+  std::ofstream(big) << "{\"comment\": \"" << std::string(std::size_t(kMaxConfigFileBytes), 'x') << "\"}";
+  EXPECT_FBT_ERROR(load_train_config_file(big), big, "limit");
+  EXPECT_FBT_ERROR(load_train_config_file(path("missing.json")), "cannot open config file", "missing.json");
+}
+
+TEST(TrainConfig, MaxMemoryIsASettingOfTheInvocationNotOfTheRun) {
+  TrainConfig c;
+  set_config_field(c, "max_memory_gb", "12.5");
+  EXPECT_EQ(c.max_memory_gb, 12.5);
+  EXPECT_FALSE(to_json(c).contains("max_memory_gb"));  // not recorded: resume and ablate comparisons ignore it
+  EXPECT_EQ(to_json(c), to_json(TrainConfig{}));
+}
+
+TEST(TrainConfig, RelativeTextPathsAreResolved) {
+  TrainConfig c;
+  c.data = "corpus.txt";
+  resolve_data_path(c);
+  EXPECT_TRUE(std::filesystem::path(c.data).is_absolute()) << c.data;
+  EXPECT_EQ(c.data, (std::filesystem::current_path() / "corpus.txt").lexically_normal().string());
+  c.data = "task:addition";
+  resolve_data_path(c);
+  EXPECT_EQ(c.data, "task:addition");
+  c.data = "/abs/x.txt";
+  resolve_data_path(c);
+  EXPECT_EQ(c.data, "/abs/x.txt");
+}
+
+}  // namespace

@@ -1,0 +1,135 @@
+// tools/cli.hpp: what every `fbt` subcommand shares (issue 11): the --name value pairs, options read
+// with their range checked, checkpoints whose vocabulary the byte tokenizer can serve, and text files
+// read only when they are regular files of bounded size.
+//
+// Every refusal is an fbt::Error whose text names the option (or the file and the field), quotes the
+// value (bounded: detail::excerpt) and says what was expected; `fbt` prints it as one line on stderr and
+// exits with status 1. Kept in a header so tests/tools/test_cli.cpp checks the same code the command runs.
+#pragma once
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fbt/data/tokenizer.hpp"
+#include "fbt/detail/input.hpp"
+#include "fbt/io/checkpoint.hpp"
+#include "fbt/train/train_config.hpp"
+
+namespace fbt {
+namespace cli {
+
+using Args = std::vector<std::pair<std::string, std::string>>;
+
+/// --name value / --name=value pairs (everything after the subcommand).
+inline Args parse_args(int argc, char** argv, int from) {
+  Args a;
+  for (int i = from; i < argc; ++i) {
+    std::string k = argv[i];
+    if (k == "--help" || k == "-h") {
+      a.push_back({"help", ""});
+      continue;
+    }
+    if (k.rfind("--", 0) != 0) throw Error("unexpected argument \"" + detail::excerpt(k) + "\" (options look like --name value)");
+    k = k.substr(2);
+    const auto eq = k.find('=');
+    if (eq != std::string::npos) {
+      a.push_back({k.substr(0, eq), k.substr(eq + 1)});
+    } else {
+      if (i + 1 >= argc) throw Error("option --" + detail::excerpt(k) + " needs a value");
+      a.push_back({k, argv[++i]});
+    }
+  }
+  return a;
+}
+inline bool wants_help(const Args& a) {
+  for (const auto& kv : a)
+    if (kv.first == "help") return true;
+  return false;
+}
+/// The value of --key (removed from `a`), or `def` when absent.
+inline std::string take(Args& a, const std::string& key, const std::string& def) {
+  for (auto it = a.begin(); it != a.end(); ++it)
+    if (it->first == key) {
+      const std::string v = it->second;
+      a.erase(it);
+      return v;
+    }
+  return def;
+}
+inline void no_leftovers(const Args& a, const char* cmd) {
+  if (!a.empty())
+    throw Error(std::string("fbt ") + cmd + ": unknown option --" + detail::excerpt(a.front().first) + " (see fbt " + cmd + " --help)");
+}
+
+/// \brief Integer option --name (text v) as I, in [lo, hi]. Refuses a value that is not a whole integer,
+/// one outside I ("out of range") and one outside [lo, hi] ("must be >= lo" / "must be in [lo, hi]"),
+/// each naming the option and quoting the value; `what` says what the option counts.
+template <class I> I int_option(const std::string& name, const std::string& v, I lo, I hi, const std::string& what = "") {
+  const I x = detail::parse_integer_as<I>("--" + name, v);
+  if (x < lo || x > hi) {
+    const std::string range = hi == std::numeric_limits<I>::max() ? ">= " + std::to_string(lo)
+                                                                  : "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    throw Error("--" + name + " " + detail::quote_value(v) + ": must be " + range + (what.empty() ? std::string() : " (" + what + ")"));
+  }
+  return x;
+}
+
+/// \brief Real option --name: a finite number in [lo, hi] (lo_open / hi_open: the end itself excluded).
+inline double real_option(const std::string& name, const std::string& v, double lo, bool lo_open, double hi, bool hi_open,
+                          const std::string& what = "") {
+  const double x = detail::parse_double_as("--" + name, v);
+  if ((lo_open ? !(x > lo) : !(x >= lo)) || (hi_open ? !(x < hi) : !(x <= hi))) {
+    const std::string range = std::string(lo_open ? "(" : "[") + detail::num(lo) + ", " +
+                              (std::isinf(hi) ? std::string("inf") : detail::num(hi)) + (hi_open ? ")" : "]");
+    throw Error("--" + name + " " + detail::quote_value(v) + ": must be in " + range + (what.empty() ? std::string() : " (" + what + ")"));
+  }
+  return x;
+}
+
+/// A checkpoint directory's model file, or the path itself.
+inline std::string model_path(const std::string& p) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(p, ec)) return p + "/model.safetensors";
+  return p;
+}
+
+/// \brief The model config of checkpoint `ck` (a directory or a model.safetensors file), refused up front
+/// when its vocabulary is not the byte tokenizer's: every fbt command reads and writes text as bytes
+/// (257 tokens: 256 bytes + the document separator), so a 32-token model would fail later with a
+/// token-id message instead.
+inline ModelConfig checkpoint_config(const std::string& ck) {
+  const std::string p = model_path(ck);
+  detail::regular_file_size(p, std::numeric_limits<std::uint64_t>::max(), "checkpoint");  // a FIFO would block the read forever
+  const ModelConfig c = read_model_config(p);
+  if (c.vocab_size != ByteTokenizer::kVocabSize)
+    throw Error("checkpoint '" + p + "': vocab_size is " + std::to_string(c.vocab_size) + ", but fbt reads text with its byte tokenizer, which needs " +
+                std::to_string(ByteTokenizer::kVocabSize) + " (256 bytes + the document separator)");
+  return c;
+}
+
+/// The largest file `--text_file` reads (bytes): 64 MiB, far more than any model's positions.
+inline constexpr std::uint64_t kMaxTextOptionBytes = std::uint64_t(64) << 20;
+
+/// \brief The bytes of the file named by option --name: refused before opening when it is not a regular
+/// file (a directory, FIFO or device) or is over max_bytes, naming the option and the file.
+inline std::string read_text_option(const std::string& name, const std::string& path, std::uint64_t max_bytes = kMaxTextOptionBytes) {
+  const std::uint64_t n = detail::regular_file_size(path, max_bytes, "--" + name, "--" + name);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("--" + name + ": '" + path + "': cannot open file");
+  std::string s(std::size_t(n), '\0');
+  if (n > 0) in.read(&s[0], std::streamsize(n));
+  if (std::uint64_t(in.gcount()) != n) throw Error("--" + name + ": '" + path + "': read error (the file changed while being read?)");
+  return s;
+}
+
+/// \brief An error message as `fbt` prints it: one line (newlines and control characters shown as '?'),
+/// at most 4096 bytes.
+inline std::string one_line(const std::string& msg) { return detail::excerpt(msg, 4096); }
+
+}  // namespace cli
+}  // namespace fbt
