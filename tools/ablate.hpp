@@ -323,10 +323,9 @@ inline void write_summary_csv(const std::string& out_dir, const std::vector<Abla
   for (const auto& r : runs) {
     const std::string p = out_dir + "/" + r.name + "/result.json";
     if (!std::filesystem::exists(p)) continue;
-    std::ifstream f(p);
     nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(f);
+    try {  // strict and bounded like every other reader (the file is ours, but a disk or a user may damage it)
+      j = fbt::detail::parse_json_strict(fbt::detail::read_file_bytes(p, "ablate"), "'" + p + "'");
     } catch (const std::exception& e) {
       throw Error("ablate: '" + p + "' is not valid JSON (" + e.what() + "); remove it to rerun that run");
     }
@@ -430,10 +429,9 @@ inline int run_grid(const AblationGrid& g, std::FILE* out = stderr) {
       todo.push_back(i);
       continue;
     }
-    std::ifstream f(p);
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(f);
+      j = fbt::detail::parse_json_strict(fbt::detail::read_file_bytes(p, "ablate"), "'" + p + "'");
     } catch (const std::exception&) {
       todo.push_back(i);  // a damaged result: run again
       continue;

@@ -97,3 +97,12 @@ TEST(Schedule, RefusesBadKnobsNamingThem) {
   EXPECT_EQ(ScheduleConfig::parse_mix("2:0.88,3:0.12"), (std::map<int, double>{{2, 0.88}, {3, 0.12}}));
   EXPECT_THROW(ScheduleConfig::parse_mix("2=0.5"), Error);
 }
+
+// A recorded mix must read back to the same doubles (issue 11: "2:0.123456789" was recorded with 6
+// digits as "2:0.123457", so a resumed run sampled K with other probabilities).
+TEST(Schedule, FormatMixRoundTripsExactly) {
+  const std::map<int, double> m{{2, 0.123456789}, {3, 1.0 / 3.0}, {4, 0.88}};
+  const std::string s = ScheduleConfig::format_mix(m);
+  EXPECT_EQ(ScheduleConfig::parse_mix(s), m) << s;
+  EXPECT_EQ(ScheduleConfig::format_mix({{2, 0.88}, {3, 0.12}}), "2:0.88,3:0.12");  // short weights stay short
+}

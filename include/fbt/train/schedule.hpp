@@ -94,10 +94,22 @@ struct ScheduleConfig {
     }
     return m;
   }
+  /// The mix as "K:w,K:w", each weight with the fewest digits (up to 17) that read back to the same
+  /// double, so a run's recorded pass_mix resumes with exactly the probabilities it trained with.
   static std::string format_mix(const std::map<int, double>& m) {
-    std::ostringstream os;
-    for (auto it = m.begin(); it != m.end(); ++it) os << (it == m.begin() ? "" : ",") << it->first << ":" << it->second;
-    return os.str();
+    std::string out;
+    for (auto it = m.begin(); it != m.end(); ++it) {
+      std::string w;
+      for (int prec = 6; prec <= 17; ++prec) {
+        std::ostringstream os;
+        os.precision(prec);
+        os << it->second;
+        w = os.str();
+        if (std::strtod(w.c_str(), nullptr) == it->second) break;
+      }
+      out += (it == m.begin() ? "" : ",") + std::to_string(it->first) + ":" + w;
+    }
+    return out;
   }
 };
 
