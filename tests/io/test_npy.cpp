@@ -240,6 +240,25 @@ TEST_F(Npy, ShapesThatOverflowAreRefused) {
   EXPECT_FBT_ERROR(fbt::load_npy<float>(p), p, "more than 64 dimensions");
 }
 
+// Fuzz findings (issue 11): dicts with bytes after a value or after the closing '}'. fbt's old lenient
+// parser read shape (2,) or (), then xt::load_npy parsed the same header its own way, found
+// (0, 2^62, 2^62) and overflowed computing strides. The header is now parsed strictly, once.
+TEST_F(Npy, HeaderWithBytesAfterAValueIsRefused) {
+  const std::string p = path("junk.npy");
+  const float two[2] = {1, 2};
+  write_raw_npy(p, "{'descr': '<f4', 'fortran_order': False, 'shape':(2,)(0, 4611686018427387904, 4611686018427387904)( 5),}", two, 8);
+  EXPECT_FBT_ERROR(fbt::load_npy<float>(p), p, "expected ',' or '}' after a value");
+  const double one = 1;
+  write_raw_npy(p, "{'descr': '<f8', 'fortran_order': False, 'shape': (), }          (0, 4611686018427387904, 4611686018427387904) }", &one, 8);
+  EXPECT_FBT_ERROR(fbt::load_npy<double>(p), p, "bytes after the dict's closing '}'");
+  write_raw_npy(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'shape': (2,), }", two, 8);
+  EXPECT_FBT_ERROR(fbt::load_npy<float>(p), p, "'shape' twice");
+  write_raw_npy(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'extra': 1, }", two, 8);
+  EXPECT_FBT_ERROR(fbt::load_npy<float>(p), p, "unknown key 'extra'");
+  write_raw_npy(p, "{'shape': (2,),'fortran_order':False,'descr':'<f4'}", two, 8);  // any order and spacing, no trailing comma
+  EXPECT_EQ(fbt::load_npy<float>(p).data[1], 2.0f);
+}
+
 TEST_F(Npy, RefusesFifosDevicesAndDirectories) {
   const std::string fifo = path("fifo.npy");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);

@@ -3,10 +3,12 @@
 // The .npy format (numpy.lib.format, "NEP 1"): 6-byte magic "\x93NUMPY", 2 version bytes, a
 // little-endian header length (2 bytes in v1.0, 4 in v2.0), an ASCII Python dict such as
 // {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } padded with spaces and ending in '\n',
-// then the raw data. xt::dump_npy / xt::load_npy do the work; fbt reads the header itself first,
-// because xtensor's reader (0.24.3 to at least 0.27) reports errors as bare std::runtime_error without
-// the file name, does not notice truncated data, and mis-decodes header lengths whose low byte is
-// >= 0x80 (it sign-extends a char). Before anything is allocated, load_npy checks (docs/file-formats.md):
+// then the raw data. xt::dump_npy writes; load_npy reads the file itself, with a strict parser of the
+// header dict (exactly the three keys, nothing after a value but a separator, nothing after the '}'
+// but spaces and the newline), because xtensor's reader (0.24.3 to at least 0.27) reports errors as
+// bare std::runtime_error without the file name, does not notice truncated data, mis-decodes header
+// lengths whose low byte is >= 0x80 (it sign-extends a char), and parses the dict leniently, so it can
+// see another shape in the same bytes; xtensor only transposes a Fortran-order array. Before anything is allocated, load_npy checks (docs/file-formats.md):
 // the path is a regular file of at most 1 TiB (no FIFO, device or directory); the header length is at
 // most 65,536 bytes and within the file; the shape has at most 64 dimensions and the product of its
 // non-zero dimensions times the element size fits in 2^62 (so no size or stride overflows, even for
@@ -46,7 +48,6 @@ struct NpyHeader {
   bool fortran_order = false;  ///< true: data is column-major
   Shape shape;                 ///< outermost axis first
   std::uint64_t data_offset = 0;  ///< first data byte
-  bool xt_len_ok = true;       ///< false: xtensor would mis-decode the header length (see file comment)
 };
 
 /// \brief The dtype string for T, e.g. "<f4" for float, "|u1" for uint8_t. It is xtensor's own
@@ -91,8 +92,6 @@ inline NpyHeader read_npy_header(std::istream& in, const std::string& path, std:
   if (in.gcount() != nlen) bad("truncated before the header length");
   std::uint32_t len = 0;
   for (int i = nlen - 1; i >= 0; --i) len = (len << 8) | pre[8 + i];
-  // xtensor reads these bytes as signed char: all but the most significant must be < 0x80.
-  for (int i = 0; i + 1 < nlen; ++i) h.xt_len_ok = h.xt_len_ok && pre[8 + i] < 0x80;
   h.data_offset = std::uint64_t(8 + nlen) + len;
   if (len > kNpyMaxHeader)
     bad("header length " + std::to_string(len) + " is over the " + std::to_string(kNpyMaxHeader) + "-byte limit");
@@ -104,45 +103,90 @@ inline NpyHeader read_npy_header(std::istream& in, const std::string& path, std:
   if (std::uint32_t(in.gcount()) != len) bad("truncated header (" + std::to_string(len) + " bytes announced)");
   if (dict.empty() || dict.back() != '\n') bad("header does not end in a newline");
 
-  // Tiny parser for the three keys of the dict; any order, any spacing, as numpy accepts.
-  auto value_of = [&](const char* key) {
-    auto k = dict.find(std::string("'") + key + "'");
-    if (k == std::string::npos) bad(std::string("header has no '") + key + "' key: " + excerpt(dict, 128));
-    auto v = dict.find(':', k);
-    if (v == std::string::npos) bad(std::string("header key '") + key + "' has no value");
-    v = dict.find_first_not_of(' ', v + 1);
-    return v == std::string::npos ? dict.size() : v;
+  // A strict parser of the dict: '{', then exactly the three keys, each once, in any order, with any
+  // spacing, each followed by ',' or the closing '}', then only spaces before the final newline.
+  // Nothing may follow a value but a separator: a lenient reading would see a different shape than
+  // another reader of the same bytes (a fuzz finding: "'shape': (2,)(0, 2^62, 2^62)").
+  std::size_t i = 0;
+  auto skip = [&] {
+    while (i < dict.size() && (dict[i] == ' ' || dict[i] == '\t')) ++i;
   };
-  std::size_t p = value_of("descr");
-  char q = p < dict.size() ? dict[p] : 0;
-  auto e = (q == '\'' || q == '"') ? dict.find(q, p + 1) : std::string::npos;
-  if (e == std::string::npos) bad("header 'descr' is not a quoted string");
-  h.descr = dict.substr(p + 1, e - p - 1);
-
-  p = value_of("fortran_order");
-  if (dict.compare(p, 4, "True") == 0) h.fortran_order = true;
-  else if (dict.compare(p, 5, "False") == 0) h.fortran_order = false;
-  else bad("header 'fortran_order' is neither True nor False");
-
-  p = value_of("shape");
-  e = dict.find(')', p);
-  if (p >= dict.size() || dict[p] != '(' || e == std::string::npos) bad("header 'shape' is not a tuple");
-  for (std::size_t i = p + 1; i < e;) {  // "(2, 3)", "(5,)", "()"
-    i = dict.find_first_not_of(' ', i);
-    if (i >= e) break;
-    std::int64_t d = 0;
-    std::size_t j = i;
-    for (; j < e && dict[j] >= '0' && dict[j] <= '9'; ++j) {
-      if (d > (std::numeric_limits<std::int64_t>::max() - 9) / 10) bad("header 'shape' has a dimension too large");
-      d = 10 * d + (dict[j] - '0');
+  auto expect = [&](char c, const char* what) {
+    skip();
+    if (i >= dict.size() || dict[i] != c) bad(std::string("header dict: expected ") + what + " at byte " + std::to_string(i) + ": " + excerpt(dict, 128));
+    ++i;
+  };
+  auto quoted = [&](const char* what) {
+    skip();
+    const char q = i < dict.size() ? dict[i] : 0;
+    if (q != '\'' && q != '"') bad(std::string("header dict: expected ") + what + " (a quoted string) at byte " + std::to_string(i) + ": " + excerpt(dict, 128));
+    const auto e = dict.find(q, i + 1);
+    if (e == std::string::npos) bad(std::string("header dict: unterminated string at byte ") + std::to_string(i));
+    std::string r = dict.substr(i + 1, e - i - 1);
+    i = e + 1;
+    return r;
+  };
+  bool seen_descr = false, seen_fortran = false, seen_shape = false;
+  expect('{', "'{'");
+  for (;;) {
+    skip();
+    if (i < dict.size() && dict[i] == '}') {
+      ++i;
+      break;
     }
-    if (j == i) bad("header 'shape' is not a tuple of non-negative integers: " + excerpt(dict.substr(p, e - p + 1), 128));
-    if (h.shape.size() == kNpyMaxRank) bad("header 'shape' has more than " + std::to_string(kNpyMaxRank) + " dimensions");
-    h.shape.push_back(d);
-    j = dict.find_first_not_of(' ', j);
-    if (j < e && dict[j] != ',') bad("header 'shape' is not a tuple of non-negative integers: " + excerpt(dict.substr(p, e - p + 1), 128));
-    i = j + 1;
+    const std::string key = quoted("a key");
+    expect(':', "':'");
+    skip();
+    if (key == "descr") {
+      if (seen_descr) bad("header has the key 'descr' twice");
+      seen_descr = true;
+      h.descr = quoted("the 'descr' value");
+    } else if (key == "fortran_order") {
+      if (seen_fortran) bad("header has the key 'fortran_order' twice");
+      seen_fortran = true;
+      if (dict.compare(i, 4, "True") == 0) h.fortran_order = true, i += 4;
+      else if (dict.compare(i, 5, "False") == 0) h.fortran_order = false, i += 5;
+      else bad("header 'fortran_order' is neither True nor False");
+    } else if (key == "shape") {
+      if (seen_shape) bad("header has the key 'shape' twice");
+      seen_shape = true;
+      const auto e = dict.find(')', i);
+      if (i >= dict.size() || dict[i] != '(' || e == std::string::npos) bad("header 'shape' is not a tuple");
+      const std::string tuple = excerpt(dict.substr(i, e - i + 1), 128);
+      for (std::size_t k = i + 1; k < e;) {  // "(2, 3)", "(5,)", "()"
+        k = dict.find_first_not_of(' ', k);
+        if (k >= e) break;
+        std::int64_t d = 0;
+        std::size_t j = k;
+        for (; j < e && dict[j] >= '0' && dict[j] <= '9'; ++j) {
+          if (d > (std::numeric_limits<std::int64_t>::max() - 9) / 10) bad("header 'shape' has a dimension too large");
+          d = 10 * d + (dict[j] - '0');
+        }
+        if (j == k) bad("header 'shape' is not a tuple of non-negative integers: " + tuple);
+        if (h.shape.size() == kNpyMaxRank) bad("header 'shape' has more than " + std::to_string(kNpyMaxRank) + " dimensions");
+        h.shape.push_back(d);
+        j = dict.find_first_not_of(' ', j);
+        if (j < e && dict[j] != ',') bad("header 'shape' is not a tuple of non-negative integers: " + tuple);
+        k = j + 1;
+      }
+      if (h.shape.size() == 1 && dict.substr(i, e - i + 1).find(',') == std::string::npos)
+        bad("header 'shape' " + tuple + " is not a tuple (a 1-d shape is written (n,))");
+      i = e + 1;
+    } else {
+      bad("header has an unknown key '" + excerpt(key, 32) + "' (expected descr, fortran_order, shape)");
+    }
+    skip();
+    if (i < dict.size() && dict[i] == ',') {
+      ++i;
+      continue;
+    }
+    expect('}', "',' or '}' after a value");
+    break;
   }
+  for (const char* k : {"descr", "fortran_order", "shape"})
+    if (!(k[0] == 'd' ? seen_descr : k[0] == 'f' ? seen_fortran : seen_shape)) bad(std::string("header has no '") + k + "' key: " + excerpt(dict, 128));
+  const auto rest = dict.find_first_not_of(' ', i);
+  if (rest != dict.size() - 1) bad("header has bytes after the dict's closing '}' at byte " + std::to_string(i) + ": " + excerpt(dict.substr(i), 64));
   return h;
 }
 
@@ -199,28 +243,26 @@ template <class T> NpyArray<T> load_npy_impl(const std::string& path) {
                                    (have_bytes < want_bytes ? " (truncated)" : ""));
 
   NpyArray<T> out{h.shape, AlignedVector<T>(std::size_t(numel(h.shape)))};
-  auto dst = xt_view(out.data.data(), h.shape);  // row-major view of our buffer: assigning transposes F-order input
+  // The data is read here, never by xt::load_npy: that would parse the header a second time, its own
+  // way, and could see another shape than the one checked above (a fuzz finding, issue 11).
   in.clear();
-  in.seekg(0);
+  in.seekg(std::streamoff(h.data_offset));
   try {
-    if (h.xt_len_ok) {
-      auto src = xt::load_npy<T>(in);  // owning adaptor, layout as in the file
-      if (!in || std::uint64_t(in.tellg()) != file_bytes || to_xt_shape(h.shape) != src.shape())
-        npy_fail("load_npy", path, "xtensor read the file differently from its header " + shape_str(h.shape));
-      dst = src;
-    } else {  // header length xtensor mis-decodes: read the (already validated) data directly
+    if (!h.fortran_order) {
+      in.read(reinterpret_cast<char*>(out.data.data()), std::streamsize(want_bytes));
+      if (!in) npy_fail("load_npy", path, "read error");
+    } else {  // column-major in the file: read it, then let xtensor transpose it into our row-major buffer
       AlignedVector<T> raw(out.data.size());
-      in.seekg(std::streamoff(h.data_offset));
       in.read(reinterpret_cast<char*>(raw.data()), std::streamsize(want_bytes));
       if (!in) npy_fail("load_npy", path, "read error");
-      auto s = to_xt_shape(h.shape);
-      const auto lay = h.fortran_order ? xt::layout_type::column_major : xt::layout_type::row_major;
-      dst = xt::adapt<xt::layout_type::dynamic>(raw.data(), raw.size(), xt::no_ownership(), s, lay);
+      auto dst = xt_view(out.data.data(), h.shape);  // row-major view of our buffer
+      dst = xt::adapt<xt::layout_type::dynamic>(raw.data(), raw.size(), xt::no_ownership(), to_xt_shape(h.shape),
+                                                xt::layout_type::column_major);
     }
   } catch (const Error&) {
     throw;
-  } catch (const std::exception& ex) {  // xtensor's bare std::runtime_error, bad_alloc, ...
-    npy_fail("load_npy", path, std::string("xtensor failed: ") + ex.what());
+  } catch (const std::exception& ex) {  // bad_alloc, ...
+    npy_fail("load_npy", path, std::string("cannot read the data: ") + ex.what());
   }
   return out;
 }
