@@ -183,8 +183,9 @@ inline NpyHeader read_npy_header(std::istream& in, const std::string& path, std:
     expect('}', "',' or '}' after a value");
     break;
   }
-  for (const char* k : {"descr", "fortran_order", "shape"})
-    if (!(k[0] == 'd' ? seen_descr : k[0] == 'f' ? seen_fortran : seen_shape)) bad(std::string("header has no '") + k + "' key: " + excerpt(dict, 128));
+  if (!seen_descr) bad("header has no 'descr' key: " + excerpt(dict, 128));
+  if (!seen_fortran) bad("header has no 'fortran_order' key: " + excerpt(dict, 128));
+  if (!seen_shape) bad("header has no 'shape' key: " + excerpt(dict, 128));
   const auto rest = dict.find_first_not_of(' ', i);
   if (rest != dict.size() - 1) bad("header has bytes after the dict's closing '}' at byte " + std::to_string(i) + ": " + excerpt(dict.substr(i), 64));
   return h;
