@@ -9,7 +9,9 @@
 //
 // Any TrainConfig field (fbt train --help) may appear in `runs` or `vary`, plus `tokens`: the run's token
 // budget (steps = round(tokens / (batch_size x seq_len x grad_accum))). A run of a baseline (fuser none)
-// is made single-pass (feedback_start 1, pass_mix 1:1, K_max 1), the only schedule a baseline has.
+// is made single-pass (feedback_start 1, pass_mix 1:1, K_max 1), the only schedule a baseline has. A
+// `preset` in a run's overrides (e.g. vary preset: [v1, paper]) is where that run starts: the preset,
+// then the base's own fields, then the run's other overrides; result.json records it (config.preset).
 //
 // Layout of out_dir:  <run name>/{train.jsonl, eval.jsonl, checkpoint/, result.json},  summary.csv.
 // A run's name is its overrides, e.g. `fuser=glu+pass_mix=2_0.75_3_0.25+seed=1`. Resumable: a run
@@ -45,6 +47,9 @@ inline constexpr double kMaxTokens = 1e15;
 
 struct AblationGrid {
   TrainConfig base;
+  /// The base's fields as given (the grid file's "base" object, then the command line's fields), without
+  /// their preset: what a run whose overrides name another preset applies on top of that preset.
+  nlohmann::json base_fields = nlohmann::json::object();
   std::vector<std::vector<std::pair<std::string, std::string>>> runs;  ///< explicit runs (field, value) ...; empty = one run of base
   std::vector<std::pair<std::string, std::vector<std::string>>> vary;  ///< every combination of these fields' values
   std::vector<std::uint64_t> seeds{1};
@@ -115,6 +120,8 @@ inline AblationGrid load_ablation_grid(const std::string& path, AblationGrid g =
     const nlohmann::json& v = it.value();
     if (k == "base") {
       apply_json(g.base, v, where + " (base)");
+      for (auto f = v.begin(); f != v.end(); ++f)
+        if (f.key() != "preset") g.base_fields[f.key()] = f.value();
     } else if (k == "runs") {
       if (!v.is_array()) throw Error(where + ": runs must be a list of objects");
       g.runs.clear();
@@ -195,13 +202,25 @@ inline std::vector<AblationRun> expand_grid(const AblationGrid& g) {
     for (std::uint64_t seed : g.seeds) {
       AblationRun r;
       r.cfg = g.base;
+      for (const auto& kv : c)
+        if (kv.first == "preset") {  // a run of another preset: that preset, then the base's own fields, then the run's
+          r.cfg = TrainConfig{};
+          try {
+            apply_preset(r.cfg, kv.second);
+            apply_json(r.cfg, g.base_fields, "ablate base");
+          } catch (const Error& e) {
+            throw Error("ablate run {preset=" + detail::excerpt(kv.second) + "}: " + e.what());
+          }
+        }
       double tokens = g.tokens;
       std::string name;
       for (const auto& kv : c) {
         const std::string where = "ablate run {" + detail::excerpt(kv.first) + "=" + detail::excerpt(kv.second) + "}";
         if (kv.first == "tokens") tokens = detail::parse_tokens(kv.second, where);
         else if (kv.first == "seed" || kv.first == "out_dir") throw Error(where + ": " + kv.first + " is set by the grid (seeds, out_dir), not per run");
-        else {
+        else if (kv.first == "preset") {
+          // applied first, above
+        } else {
           try {
             set_config_field(r.cfg, kv.first, kv.second);
           } catch (const Error& e) {
@@ -214,7 +233,7 @@ inline std::vector<AblationRun> expand_grid(const AblationGrid& g) {
       r.cfg.seed = seed;
       r.overrides.push_back({"seed", std::to_string(seed)});
       name += (name.empty() ? "" : "+") + std::string("seed=") + std::to_string(seed);
-      if (!r.cfg.model.feedback()) r.cfg.schedule.feedback_start = 1.0, r.cfg.schedule.pass_mix = {{1, 1.0}}, r.cfg.schedule.K_max = 1;
+      make_baseline_single_pass(r.cfg);
       if (tokens > 0) {
         const double per_step = double(r.cfg.batch_size) * r.cfg.seq_len * r.cfg.grad_accum;
         r.cfg.steps = std::max(1L, long(std::llround(tokens / per_step)));

@@ -57,11 +57,19 @@ int cmd_train(Args a) {
     std::printf(
         "fbt train [--config FILE.json] [--resume CHECKPOINT_DIR] [--FIELD VALUE ...]\n\n"
         "Trains with the multi-pass schedule (spec section 3). The config file is one JSON object with the\n"
-        "field names below; flags override it. --resume continues a run bit-identically from\n"
+        "field names below; flags override it. --preset v1|paper (the flag's, else the file's; default v1)\n"
+        "sets the fields listed below first, then the file's and the flags' fields change them. A baseline\n"
+        "(--fuser none) trains single-pass. --resume continues a run bit-identically from\n"
         "OUT_DIR/checkpoint (flags then may change only steps, eval/checkpoint cadence, out_dir, progress).\n\n"
         "fields (default):\n");
     const TrainConfig d;
     for (const auto& f : train_config_fields()) std::printf("  --%-24s %s (%s)\n", f.name.c_str(), f.help.c_str(), f.get(d).c_str());
+    std::printf("\npresets (the fields each sets):\n");
+    for (const auto& [name, fields] : train_presets()) {
+      std::string line;
+      for (const auto& [f, v] : fields) line += (line.empty() ? "" : ", ") + f + " " + v;
+      std::printf("  %-6s %s\n", name.c_str(), line.c_str());
+    }
     return 0;
   }
   const std::string resume = take(a, "resume", ""), config = take(a, "config", "");
@@ -87,8 +95,7 @@ int cmd_train(Args a) {
     });
     return 0;
   }
-  TrainConfig c = config.empty() ? TrainConfig{} : load_train_config_file(config);
-  for (const auto& kv : a) set_config_field(c, kv.first, kv.second);
+  TrainConfig c = make_train_config(config, a);  // the preset, the config file, the flags; a baseline made single-pass
   check_train_memory(c);  // before anything is allocated: a config far too large is refused with its estimate
   validate(c);
   resolve_data_path(c);   // the run's record names its corpus by absolute path (eval works from anywhere)
@@ -430,7 +437,9 @@ int cmd_ablate(Args a) {
     if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) throw Error("--vary \"" + detail::excerpt(v) + "\": expected FIELD=v1|v2|...");
     g.vary.push_back({v.substr(0, eq), split(v.substr(eq + 1), '|')});
   }
-  for (const auto& kv : a) set_config_field(g.base, kv.first, kv.second);  // the rest: base fields
+  set_config_fields(g.base, a);  // the rest: base fields (a preset first)
+  for (const auto& kv : a)
+    if (kv.first != "preset") g.base_fields[kv.first] = kv.second;
   const auto runs = expand_grid(g);
   if (detail::parse_bool("dry_run", dry)) {
     long steps = 0;

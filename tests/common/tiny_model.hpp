@@ -16,6 +16,14 @@ inline fbt::ModelConfig tiny_config(const std::string& fuser = "glu") {
   return c;
 }
 
+/// The paper's model-side recipe (spec section 10) on a config: no N_in on pass 1, one N_in also serving as
+/// the gate norm, its gain started at the embeddings' scale, sandwich block norms.
+inline fbt::ModelConfig paper_norms(fbt::ModelConfig c) {
+  c.input_norm = "feedback_passes", c.gate_norm = c.fuser == "none" ? "separate" : "shared", c.in_norm_init = "embedding";
+  c.block_norm = "sandwich";
+  return c;
+}
+
 /// Moves every parameter away from its init (gains 1 + N(0, 0.2^2), others N(0, 0.3^2)), so that no
 /// gradient is accidentally zero or symmetric (W_s = 0, W_U = I, gains = 1 at init).
 template <class M> void randomize(M& m, std::uint64_t seed) {

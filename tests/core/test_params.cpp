@@ -218,11 +218,13 @@ TEST(ModelParams, PlanMatchesTheBuiltModel) {
   ModelConfig c;
   c.hidden_size = 32, c.num_hidden_layers = 3, c.num_attention_heads = 4, c.num_key_value_heads = 2, c.intermediate_size = 48;
   c.vocab_size = 50, c.max_position_embeddings = 128;
-  for (bool hetero : {false, true})
+  for (int variant = 0; variant < 3; ++variant)  // uniform, heterogeneous, uniform with the paper's norms
     for (bool tied : {true, false})
       for (const char* f : {"none", "glu", "gated_add", "concat"}) {
+        const bool hetero = variant == 1;
         ModelConfig k = c;
         k.fuser = f, k.tie_word_embeddings = tied, k.qk_norm = !hetero;
+        if (variant == 2) k.block_norm = "sandwich", k.gate_norm = k.feedback() ? "shared" : "separate", k.in_norm_init = "embedding";
         if (hetero) k.layer_intermediate_size = {48, 96, 24}, k.layer_num_attention_heads = {4, 2, 4}, k.layer_num_key_value_heads = {2, 2, 1};
         with_model<float>(k, [&](auto tag) {
           using M = typename decltype(tag)::type;

@@ -14,7 +14,10 @@
 // - the KV-cached decoding step (decode) of the last position equals the forward's last row (1e-13), with
 //   the cache filled from the forward's keys and values (kv), for two sequences stepped together;
 // - blocks of one stack may differ: a block built from its own LayerSpec with other heads and MLP width
-//   reports that spec back (layer_spec) and declares tensors of those shapes.
+//   reports that spec back (layer_spec) and declares tensors of those shapes;
+// - block_norm sandwich (the paper's norms around each residual branch): every check above also runs with
+//   it, the composition then mid = x + RMSNorm_a(attn(RMSNorm_1(x))), out = mid + RMSNorm_m(mlp(RMSNorm_2(mid))),
+//   and it declares attn_output_layernorm.weight and mlp_output_layernorm.weight.
 #include <gtest/gtest.h>
 
 #include "common/layer_harness.hpp"
@@ -28,8 +31,9 @@ namespace {
 
 constexpr int B = 2, Tn = 5, D = 8;
 
-ModelConfig block_config(bool qk_norm) {
+ModelConfig block_config(bool qk_norm, bool sandwich = false) {
   ModelConfig c;
+  c.block_norm = sandwich ? "sandwich" : "pre";
   c.hidden_size = D, c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 4, c.intermediate_size = 12;
   c.num_hidden_layers = 2, c.max_position_embeddings = 16, c.rope_theta = 100.0, c.qk_norm = qk_norm;
   c.validate();
@@ -50,8 +54,9 @@ template <class T> struct Rig : LayerRig<DecoderBlock<T>> {
 struct Case {
   bool qk_norm;
   bool docs;
+  bool sandwich = false;
 };
-std::string name_of(const Case& c) { return std::string(c.qk_norm ? "qknorm" : "noqknorm") + (c.docs ? "_docs" : ""); }
+std::string name_of(const Case& c) { return std::string(c.qk_norm ? "qknorm" : "noqknorm") + (c.docs ? "_docs" : "") + (c.sandwich ? "_sandwich" : ""); }
 void PrintTo(const Case& c, std::ostream* os) { *os << name_of(c); }
 PassTables tables(bool docs) { return docs ? pass_tables(B, Tn, {{2}, {3}}) : pass_tables(B, Tn); }
 
@@ -59,7 +64,7 @@ class BlockTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(BlockTest, ForwardIsPreNormResidualComposition) {
   const Case c = GetParam();
-  const ModelConfig cfg = block_config(c.qk_norm);
+  const ModelConfig cfg = block_config(c.qk_norm, c.sandwich);
   Rig<double> r(cfg, tables(c.docs));
   randomize_store(r.ps, 1);
   const auto x = randn_vec(std::size_t(r.N) * D, 2);
@@ -73,18 +78,33 @@ TEST_P(BlockTest, ForwardIsPreNormResidualComposition) {
   std::vector<double> ln(N * D), rs(N), mid = x, ref;
   rmsnorm_forward(smat(ln.data(), N, D), vec(rs.data(), N), csmat(x.data(), N, D),
                   cvec(r.ps.value("model.layers.0.input_layernorm.weight"), D), cfg.rms_norm_eps);
-  r.layer.attn.forward(r.be, w, ra.cache, ln.data(), mid.data(), r.shape());  // mid = x + attn(ln1)
+  // sandwich: a branch's output is normalised (its own gain) before it is added to the residual
+  auto add_branch = [&](std::vector<double>& res, const std::vector<double>& br, const char* out_norm) {
+    if (!c.sandwich) {
+      for (std::size_t i = 0; i < res.size(); ++i) res[i] += br[i];
+      return;
+    }
+    std::vector<double> nb(br.size()), rb(N);
+    rmsnorm_forward(smat(nb.data(), N, D), vec(rb.data(), N), csmat(br.data(), N, D),
+                    cvec(r.ps.value(std::string("model.layers.0.") + out_norm + ".weight"), D), cfg.rms_norm_eps);
+    for (std::size_t i = 0; i < res.size(); ++i) res[i] += nb[i];
+  };
+  std::vector<double> br(std::size_t(N) * D, 0.0);
+  r.layer.attn.forward(r.be, w, ra.cache, ln.data(), br.data(), r.shape());  // br = attn(ln1)
+  add_branch(mid, br, "attn_output_layernorm");                               // mid = x + [N_a] br
   ref = mid;
   rmsnorm_forward(smat(ln.data(), N, D), vec(rs.data(), N), csmat(mid.data(), N, D),
                   cvec(r.ps.value("model.layers.0.post_attention_layernorm.weight"), D), cfg.rms_norm_eps);
-  r.layer.mlp.forward(r.be, w, rm.cache, ln.data(), ref.data(), r.shape());  // out = mid + mlp(ln2)
+  std::fill(br.begin(), br.end(), 0.0);
+  r.layer.mlp.forward(r.be, w, rm.cache, ln.data(), br.data(), r.shape());  // br = mlp(ln2)
+  add_branch(ref, br, "mlp_output_layernorm");                              // out = mid + [N_m] br
   EXPECT_LT(max_scaled_diff(out, ref), 1e-13);
   EXPECT_LT(max_scaled_diff(r.cache.mid, mid.data(), mid.size()), 1e-13);
 }
 
 TEST_P(BlockTest, BackwardMatchesFiniteDifference) {
   const Case c = GetParam();
-  Rig<double> r(block_config(c.qk_norm), tables(c.docs));
+  Rig<double> r(block_config(c.qk_norm, c.sandwich), tables(c.docs));
   randomize_store(r.ps, 3);
   auto x = randn_vec(std::size_t(r.N) * D, 4);
   const auto w = random_weights(std::size_t(r.N) * D, 5);
@@ -109,8 +129,8 @@ TEST_P(BlockTest, BackwardMatchesFiniteDifference) {
 TEST_P(BlockTest, FloatForwardAgreesWithDouble) {
   // tolerance: 1e-5 of the output scale
   const Case c = GetParam();
-  Rig<double> rd(block_config(c.qk_norm), tables(c.docs));
-  Rig<float> rf(block_config(c.qk_norm), tables(c.docs));
+  Rig<double> rd(block_config(c.qk_norm, c.sandwich), tables(c.docs));
+  Rig<float> rf(block_config(c.qk_norm, c.sandwich), tables(c.docs));
   randomize_store(rd.ps, 6);
   copy_values(rf.ps, rd.ps);
   const auto x = randn_vec(std::size_t(rd.N) * D, 7);
@@ -120,7 +140,8 @@ TEST_P(BlockTest, FloatForwardAgreesWithDouble) {
   EXPECT_LT(d, 1e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, BlockTest, ::testing::Values(Case{true, false}, Case{false, false}, Case{true, true}),
+INSTANTIATE_TEST_SUITE_P(Cases, BlockTest,
+                         ::testing::Values(Case{true, false}, Case{false, false}, Case{true, true}, Case{true, false, true}, Case{false, true, true}),
                          [](const ::testing::TestParamInfo<Case>& i) { return name_of(i.param); });
 
 TEST(BlockSetup, ParameterNames) {
@@ -130,6 +151,11 @@ TEST(BlockSetup, ParameterNames) {
                         "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"})
     EXPECT_TRUE(r.ps.has(std::string("model.layers.0.") + n)) << n;
   EXPECT_EQ(r.ps.specs().size(), 11u);
+  Rig<double> rs(block_config(true, true), tables(false));
+  EXPECT_TRUE(rs.ps.has("model.layers.0.attn_output_layernorm.weight"));
+  EXPECT_TRUE(rs.ps.has("model.layers.0.mlp_output_layernorm.weight"));
+  EXPECT_EQ(rs.ps.specs().size(), 13u);
+  EXPECT_TRUE(rs.layer.layer_spec().sandwich);
 }
 
 // Decoding: each of two sequences holds the keys and values of positions [0, T-1) (committed from a
@@ -137,8 +163,9 @@ TEST(BlockSetup, ParameterNames) {
 // forward's last row. Row 1 is a document that starts at position 3 (first = 3), so its cache holds
 // only positions [3, T-1) and the step's position is relative to the document.
 TEST(BlockSetup, DecodeStepEqualsForwardsLastRow) {
-  for (bool qk : {true, false}) {
-    Rig<double> r(block_config(qk), pass_tables(B, Tn, {{}, {3}}));
+  for (int variant = 0; variant < 3; ++variant) {
+    const bool qk = variant != 1, sandwich = variant == 2;
+    Rig<double> r(block_config(qk, sandwich), pass_tables(B, Tn, {{}, {3}}));
     randomize_store(r.ps, 21);
     const auto x = randn_vec(std::size_t(r.N) * D, 22);
     const auto out = r.forward(x.data());
@@ -163,7 +190,8 @@ TEST(BlockSetup, DecodeStepEqualsForwardsLastRow) {
     lay_out<double>(mem, [&](Carver<double>& a) { r.layer.alloc_decode(r.be, a, dc, B); });
     r.layer.decode(r.be, r.w(), dc, xs.data(), DecodeStep<double>{B, pos.data(), len1.data(), Tn, kp, vp});
     for (int b = 0; b < B; ++b)
-      EXPECT_LT(max_scaled_diff(xs.data() + std::size_t(b) * D, out.data() + std::size_t(b * Tn + Tn - 1) * D, D), 1e-13) << "qk " << qk << " row " << b;
+      EXPECT_LT(max_scaled_diff(xs.data() + std::size_t(b) * D, out.data() + std::size_t(b * Tn + Tn - 1) * D, D), 1e-13)
+          << "qk " << qk << " sandwich " << sandwich << " row " << b;
     // and the step appended its own key and value where the forward had them
     for (int b = 0; b < B; ++b)
       EXPECT_LT(max_scaled_diff(kc[b].data() + std::size_t(pos[b]) * KD, kv.first + std::size_t(b * Tn + Tn - 1) * KD, KD), 1e-13);

@@ -1,5 +1,7 @@
 // The spec's invariants on the training forward (spec sections 5 and 9), in double unless stated:
-//   - K = 1 is a plain transformer on N_in(e) (e under input_norm fused_only); feedback weights get no gradient
+//   - K = 1 is a plain transformer on N_in(e) (e under input_norm fused_only and feedback_passes); feedback
+//     weights get no gradient
+//   - gate_norm shared: the fuser's gate norm is N_in's gain (one tensor, the gradient of both uses)
 //   - gated_add at init equals the plain model exactly; concat up to the norms' eps (bound derived below)
 //   - tied embeddings receive the gradients of every use (embedding, gate, head)
 //   - exactness (5.1): with sigma = 0 and prefix p, pass k at positions t <= p + k - 1 (1-indexed) equals
@@ -34,7 +36,7 @@ template <class A, class B> void copy_shared_params(A& dst, const B& src) {
 }
 
 TEST(Invariant2, OnePassIsAPlainTransformerOnNinOfE) {
-  for (const std::string in_norm : {"all", "fused_only"}) {
+  for (const std::string in_norm : {"all", "fused_only", "feedback_passes"}) {
     ModelConfig cfg = tiny_config("glu");
     cfg.input_norm = in_norm;
     Model<double> fb(cfg, 1);
@@ -80,8 +82,60 @@ TEST(Invariant2, OnePassIsAPlainTransformerOnNinOfE) {
     const auto sc = run.head_forward(p, 0.0);
     EXPECT_NEAR(sc.first / sc.second, l_fb, 1e-13) << in_norm;
     Workspace<Base> wb2;
-    if (in_norm == "fused_only") EXPECT_EQ(multipass_step(base, wb2, b, o).loss[0], l_fb) << "fused_only: exactly the baseline";
+    if (in_norm != "all") EXPECT_EQ(multipass_step(base, wb2, b, o).loss[0], l_fb) << in_norm << ": exactly the baseline";
   }
+}
+
+/// A GLU fuser whose gate norm has another name: it has no gate_norm.weight for gate_norm shared to take.
+struct NoGateFuser : GluFuser<double> {
+  static constexpr const char* name = "nogate";
+  using GluFuser<double>::GluFuser;
+  void declare(const ParamRegistry<double>& r) {
+    w_u = r.add("w_u.weight", {D, D}, Init::Identity);
+    w_g = r.add("w_g.weight", {D, D}, Init::Normal, 0.01);
+    gate_norm.declare(r.scope("own_norm"));
+  }
+};
+
+// gate_norm shared (spec 10: one input_rmsnorm_1): no gate_norm.weight tensor; the fuser's gate-side norm
+// reads N_in's gain, so changing that gain changes the gate, and its gradient is the sum of both uses
+// (the gradient check of tests/model/test_model_gradcheck.cpp "papernorms" covers the sum's value).
+TEST(GateNorm, SharedIsNinsGain) {
+  for (const std::string fuser : {"glu", "gated_add", "concat"}) {
+    ModelConfig cfg = tiny_config(fuser), sep = cfg;
+    cfg.gate_norm = "shared";
+    with_model<double>(cfg, [&](auto tag) {
+      using M = typename decltype(tag)::type;
+      M m(cfg, 1), ms(sep, 1);
+      EXPECT_FALSE(m.params.has("model.feedback.gate_norm.weight")) << fuser;
+      EXPECT_TRUE(ms.params.has("model.feedback.gate_norm.weight")) << fuser;
+      EXPECT_EQ(m.params.size() + std::size_t(cfg.hidden_size), ms.params.size()) << fuser;
+      if constexpr (M::has_feedback) EXPECT_EQ(m.fuser.gate_norm.g, m.in_norm.g) << fuser;
+      EXPECT_EQ(cfg.parameter_count(), std::uint64_t(m.params.size())) << fuser;
+    });
+  }
+  // a fuser that declares no gate norm is refused under shared, naming the knob
+  ModelConfig c = tiny_config("glu");
+  using M = Model<double, NoGateFuser>;
+  EXPECT_NO_THROW(M(Embedding<double>(11, 8, 0.02), {DecoderBlock<double>(layer_spec(c, 0))}, NoGateFuser(fuser_args(c)), model_options(c)));
+  c.gate_norm = "shared";
+  try {
+    M(Embedding<double>(11, 8, 0.02), {DecoderBlock<double>(layer_spec(c, 0))}, NoGateFuser(fuser_args(c)), model_options(c));
+    ADD_FAILURE() << "no refusal";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gate_norm \"shared\""), std::string::npos) << e.what();
+  }
+}
+
+// in_norm_init embedding: N_in's gain starts at initializer_range, so a fused input has the raw
+// embeddings' rms at init instead of ~1.
+TEST(InNormInit, EmbeddingScaleStartsTheGainAtTheInitStd) {
+  ModelConfig cfg = tiny_config("glu");
+  cfg.in_norm_init = "embedding", cfg.initializer_range = 0.05;
+  Model<double> m(cfg, 1);
+  const double* g = m.params.value("model.feedback.in_norm.weight");
+  for (int c = 0; c < cfg.hidden_size; ++c) EXPECT_EQ(g[c], 0.05);
+  EXPECT_EQ(describe_model(m).in_norm_init, "embedding");
 }
 
 TEST(FuserInit, GatedAddAtInitEqualsThePlainModelExactly) {

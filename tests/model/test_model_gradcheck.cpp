@@ -17,6 +17,7 @@ struct Case {
   bool docs = false;
   bool prefix = false;
   bool hetero = false;  // three blocks of different heads and MLP widths
+  bool paper = false;   // the paper's norms (spec 10): gate_norm shared, in_norm_init embedding, block_norm sandwich
 };
 
 std::string name_of(const Case& c);
@@ -24,7 +25,8 @@ void PrintTo(const Case& c, std::ostream* os) { *os << name_of(c); }
 
 std::string name_of(const Case& c) {
   return c.fuser + "_K" + std::to_string(c.K) + (c.source == "pre_final_norm" ? "_pre" : c.source == "layer" ? "_tap0" : "") +
-         (c.input_norm == "fused_only" ? "_fusedonly" : "") + (c.docs ? "_docs" : "") + (c.prefix ? "_prefix" : "") + (c.hetero ? "_hetero" : "");
+         (c.input_norm == "fused_only" ? "_fusedonly" : c.input_norm == "feedback_passes" ? "_fbpasses" : "") + (c.paper ? "_papernorms" : "") +
+         (c.docs ? "_docs" : "") + (c.prefix ? "_prefix" : "") + (c.hetero ? "_hetero" : "");
 }
 
 class ModelGrad : public ::testing::TestWithParam<Case> {};
@@ -37,6 +39,7 @@ TEST_P(ModelGrad, BackwardMatchesFiniteDifference) {
   cfg.feedback_source = c.source;
   if (c.source == "layer") cfg.feedback_layer = 0;  // the first block's output of two (or three) is fed back
   cfg.input_norm = c.input_norm;
+  if (c.paper) cfg.gate_norm = cfg.feedback() ? "shared" : "separate", cfg.in_norm_init = "embedding", cfg.block_norm = "sandwich";
   if (c.hetero)
     cfg.num_hidden_layers = 3, cfg.head_dim = 4, cfg.layer_num_attention_heads = {2, 4, 1}, cfg.layer_num_key_value_heads = {1, 2, 1},
     cfg.layer_intermediate_size = {12, 6, 16};
@@ -80,7 +83,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"glu", 3, "post_final_norm", "fused_only"}, Case{"glu", 3, "post_final_norm", "all", true},
                       Case{"glu", 3, "post_final_norm", "all", false, true}, Case{"glu", 3, "layer"}, Case{"concat", 3, "layer"},
                       Case{"glu", 3, "post_final_norm", "all", true, false, true}, Case{"gated_add", 3, "layer", "all", false, false, true},
-                      Case{"none", 1, "post_final_norm", "all", false, false, true}),
+                      Case{"none", 1, "post_final_norm", "all", false, false, true},
+                      // the paper's recipe: no N_in on pass 1, the one N_in shared with the gate, sandwich blocks
+                      Case{"glu", 2, "post_final_norm", "feedback_passes"}, Case{"glu", 3, "post_final_norm", "feedback_passes", true, true, false, true},
+                      Case{"gated_add", 3, "post_final_norm", "feedback_passes", false, true, false, true},
+                      Case{"concat", 3, "post_final_norm", "feedback_passes", true, false, false, true},
+                      Case{"none", 1, "post_final_norm", "all", true, false, false, true}),
     [](const ::testing::TestParamInfo<Case>& i) { return name_of(i.param); });
 
 }  // namespace

@@ -106,3 +106,66 @@ TEST(Schedule, FormatMixRoundTripsExactly) {
   EXPECT_EQ(ScheduleConfig::parse_mix(s), m) << s;
   EXPECT_EQ(ScheduleConfig::format_mix({{2, 0.88}, {3, 0.12}}), "2:0.88,3:0.12");  // short weights stay short
 }
+
+// The paper's runs as pass-mix presets (spec 10): whole-run shares, whatever feedback_start is (as long as
+// it leaves room for them). After the start P'(1) = (P_1 - f) / (1 - f), P'(k) = P_k / (1 - f), so the
+// scheduler's mean passes over the run is the preset's sum_k k P_k exactly.
+TEST(Schedule, PassMixPresetsGiveTheirWholeRunShares) {
+  struct Want {
+    const char* name;
+    double mean;  // sum_k k P_k of the paper's run
+  };
+  for (const Want& w : {Want{"paper_10b", 3.0}, Want{"paper_100b", 0.75 + 3 * 0.25}, Want{"paper_200b", 0.75 + 2 * 0.22 + 3 * 0.03},
+                        Want{"paper_400b", 0.75 + 2 * 0.22 + 3 * 0.03}, Want{"two_pass_75_25", 0.75 + 2 * 0.25}})
+    for (double f : {0.0, 0.25, 0.5, 0.75}) {
+      ScheduleConfig c;
+      c.set_mix_text(w.name);
+      c.feedback_start = f;
+      if (std::string(w.name) == "paper_10b" && f > 0) {  // 100% 3-pass: no single-pass steps to start with
+        EXPECT_THROW(c.validate(), Error) << w.name << " f " << f;
+        continue;
+      }
+      ASSERT_NO_THROW(c.validate()) << w.name << " f " << f;
+      EXPECT_EQ(c.mix_text(), w.name);
+      const long steps = 4000;  // divisible, so start_step is exact
+      MultiPassScheduler s(c, steps);
+      EXPECT_NEAR(s.mean_passes(), w.mean, 1e-12) << w.name << " f " << f;
+      double tot = 0;
+      for (const auto& kv : c.after_start_mix()) tot += kv.second;
+      EXPECT_NEAR(tot, 1.0, 1e-12) << w.name << " f " << f;
+    }
+  // 75/22/3 from the start at 0.5: 1:0.5, 2:0.44, 3:0.06 (the paper preset's schedule)
+  ScheduleConfig c;
+  c.set_mix_text("paper_200b");
+  c.feedback_start = 0.5;
+  const auto m = c.after_start_mix();
+  EXPECT_NEAR(m.at(1), 0.5, 1e-12);
+  EXPECT_NEAR(m.at(2), 0.44, 1e-12);
+  EXPECT_NEAR(m.at(3), 0.06, 1e-12);
+  // a start later than the preset's single-pass share is refused, naming both
+  c.feedback_start = 0.8;
+  try {
+    c.validate();
+    ADD_FAILURE() << "no refusal";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("feedback_start"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("paper_200b"), std::string::npos) << msg;
+  }
+  // an explicit mix stays a mix after a preset
+  c.set_mix_text("2:0.5,3:0.5");
+  EXPECT_TRUE(c.pass_preset.empty());
+  EXPECT_EQ(c.mix_text(), "2:0.5,3:0.5");
+  EXPECT_THROW(c.set_mix_text("paper_1t"), Error);  // neither a preset nor a K:p list
+  // draws follow the after-start mix: 1-pass batches occur after the start under paper_200b
+  c.set_mix_text("paper_200b");
+  c.feedback_start = 0.5;
+  MultiPassScheduler s(c, 1000);
+  Rng rng(3);
+  PassPlan plan;
+  std::map<int, int> count;
+  for (long step = 500; step < 1000; ++step) s.plan(step, 1, 8, rng, plan), ++count[plan.K];
+  EXPECT_NEAR(count[1] / 500.0, 0.5, 0.07);
+  EXPECT_NEAR(count[2] / 500.0, 0.44, 0.07);
+  EXPECT_GT(count[3], 0);
+}

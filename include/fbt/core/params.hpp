@@ -34,6 +34,7 @@ enum class Init {
   Ones,      ///< all 1 (norm gains)
   Identity,  ///< square matrix I
   ZeroIdentity,  ///< (D, 2D) matrix [0 | I] (the concat fuser)
+  Constant,  ///< all init_std (a norm gain started at another value than 1: knob in_norm_init)
 };
 
 struct ParamSpec {
@@ -74,8 +75,15 @@ struct ParamLayout {
 template <class T> class ParamStore {
  public:
   /// Register a tensor; returns its offset. Call before finalize().
+  /// A name made an alias (alias()) returns its target's offset instead: no new tensor.
   std::size_t add(const std::string& name, Shape shape, Init init, double init_std = 0.0) {
     FBT_ASSERT(!finalized_, "ParamStore::add(\"" + name + "\") after finalize()");
+    if (auto a = aliases_.find(name); a != aliases_.end()) {
+      const ParamSpec& t = spec(a->second.target);
+      FBT_ASSERT(t.shape == shape, "parameter \"" + name + "\" is an alias of \"" + t.name + "\" but has another shape");
+      a->second.used = true;
+      return t.offset;
+    }
     FBT_ASSERT(index_.count(name) == 0, "duplicate parameter name \"" + name + "\"");
     for (auto d : shape) FBT_ASSERT(d > 0, "parameter \"" + name + "\" has a zero or negative dimension");
     ParamSpec s{name, shape, total_, std::size_t(numel(shape)), init, init_std, shape.size() >= 2};
@@ -84,6 +92,20 @@ template <class T> class ParamStore {
     total_ += s.size;
     return s.offset;
   }
+  /// \brief Makes `name` (a full name, declared later by a layer) share the tensor `target` (declared
+  /// already): add(name) then returns target's offset, so both uses read one tensor and accumulate into
+  /// one gradient, and the checkpoint holds target only (e.g. the paper's one input norm serving as the
+  /// fuser's gate norm: knob gate_norm shared). alias_used(name) says whether a layer asked for it.
+  void alias(const std::string& name, const std::string& target) {
+    FBT_ASSERT(has(target), "ParamStore::alias: the target \"" + target + "\" is not declared");
+    FBT_ASSERT(!has(name), "ParamStore::alias: \"" + name + "\" is already a tensor");
+    aliases_[name] = Alias{target, false};
+  }
+  bool alias_used(const std::string& name) const {
+    auto a = aliases_.find(name);
+    return a != aliases_.end() && a->second.used;
+  }
+
   /// \brief Allocates the values, all zero. The gradients and the AdamW moments are allocated (zero)
   /// when first asked for (see the file comment); a second finalize() zeroes them all again.
   void finalize() {
@@ -117,6 +139,7 @@ template <class T> class ParamStore {
           break;
         case Init::Zeros: std::fill(p, p + s.size, T(0)); break;
         case Init::Ones: std::fill(p, p + s.size, T(1)); break;
+        case Init::Constant: std::fill(p, p + s.size, T(s.init_std)); break;
         case Init::Identity: {
           FBT_ASSERT(s.shape.size() == 2 && s.shape[0] == s.shape[1], "Identity init needs a square matrix: " + s.name);
           std::fill(p, p + s.size, T(0));
@@ -212,6 +235,11 @@ template <class T> class ParamStore {
  private:
   std::vector<ParamSpec> specs_;
   std::unordered_map<std::string, std::size_t> index_;
+  struct Alias {
+    std::string target;
+    bool used;
+  };
+  std::unordered_map<std::string, Alias> aliases_;  // name -> the tensor it shares (alias())
   /// Allocates the gradients (zero) once, under a lock; nothing before finalize() (the layout may grow).
   void ensure_grads() const {
     if (grads_ready_.v.load(std::memory_order_acquire) || !finalized_) return;

@@ -104,12 +104,16 @@ inline nlohmann::json to_json(const ModelConfig& c) {
   if (!c.layer_intermediate_size.empty()) j["layer_intermediate_size"] = c.layer_intermediate_size;
   if (!c.layer_num_attention_heads.empty()) j["layer_num_attention_heads"] = c.layer_num_attention_heads;
   if (!c.layer_num_key_value_heads.empty()) j["layer_num_key_value_heads"] = c.layer_num_key_value_heads;
+  // the paper-recipe knobs (spec 10), likewise written only when not v1's choice (absent = v1's value)
+  if (c.gate_norm != "separate") j["gate_norm"] = c.gate_norm;
+  if (c.in_norm_init != "one") j["in_norm_init"] = c.in_norm_init;
+  if (c.block_norm != "pre") j["block_norm"] = c.block_norm;
   // HF keys, so that a baseline config reads like a Qwen3 config.json. Qwen3 always has QK-norm, so
   // a model without it is not a Qwen3ForCausalLM even with feedback off.
   j["model_type"] = "fbt";
   j["hidden_act"] = "silu";
   j["attention_bias"] = false;
-  if (!c.feedback() && c.qk_norm) j["architectures"] = nlohmann::json::array({"Qwen3ForCausalLM"});
+  if (!c.feedback() && c.qk_norm && c.block_norm == "pre") j["architectures"] = nlohmann::json::array({"Qwen3ForCausalLM"});
   return j;
 }
 
@@ -200,6 +204,9 @@ inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& 
     else if (k == "input_norm") get_str(k, v, c.input_norm);
     else if (k == "glu_init") get_str(k, v, c.glu_init);
     else if (k == "gated_add_alpha") get_real(k, v, c.gated_add_alpha);
+    else if (k == "gate_norm") get_str(k, v, c.gate_norm);
+    else if (k == "in_norm_init") get_str(k, v, c.in_norm_init);
+    else if (k == "block_norm") get_str(k, v, c.block_norm);
     else if (std::find(ignored.begin(), ignored.end(), k) != ignored.end()) {
       // Ignored, unless the value asks for something fbt does not implement.
       if (k == "hidden_act" && v != "silu") fail(k, "fbt implements only \"silu\" (SwiGLU), got " + json_brief(v));

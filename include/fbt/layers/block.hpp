@@ -1,10 +1,14 @@
 // fbt/layers/block.hpp: one pre-norm decoder block, templated on its attention and MLP (spec section 1;
-// nanoGPT's Block).
+// nanoGPT's Block), optionally with the paper's "sandwich" norms (spec section 10, knob block_norm).
 //
-//   mid = x + Attn(RMSNorm_1(x)),   out = mid + Mlp(RMSNorm_2(mid))
-// Backward runs the residual stream in place: on entry dx holds d out, on exit d x.
-// Parameters (under model.layers.{i}.): input_layernorm.weight, self_attn.*, post_attention_layernorm.weight,
-// mlp.*. A block is built from its own sizes (a LayerSpec, or its attention's and MLP's specs), never
+//   pre:       mid = x + Attn(RMSNorm_1(x)),            out = mid + Mlp(RMSNorm_2(mid))
+//   sandwich:  mid = x + RMSNorm_a(Attn(RMSNorm_1(x))),  out = mid + RMSNorm_m(Mlp(RMSNorm_2(mid)))
+// ("RMS normalization is applied around each residual block", arXiv:2608.08888 App. A; the post-branch
+// norms are Gemma 2's and OLMo 2's, gains initialised to 1). Backward runs the residual stream in place:
+// on entry dx holds d out, on exit d x.
+// Parameters (under model.layers.{i}.): input_layernorm.weight, self_attn.*, post_attention_layernorm.weight
+// (the MLP's input norm, Qwen3's name), mlp.*, and with sandwich attn_output_layernorm.weight and
+// mlp_output_layernorm.weight. A block is built from its own sizes (a LayerSpec, or its attention's and MLP's specs), never
 // from the whole-model config, so the blocks of one stack may differ in width and heads.
 #pragma once
 
@@ -29,6 +33,7 @@ struct LayerSpec {
   int max_position_embeddings = 4096;
   double init_std = 0.02;  ///< projections
   double out_std = 0.02;   ///< o_proj and down_proj (the model passes std / sqrt(2L))
+  bool sandwich = false;   ///< block_norm sandwich: an RMSNorm on each branch's output too
 
   AttentionSpec attention() const {
     return AttentionSpec{hidden_size, num_attention_heads, num_key_value_heads, head_dim, qk_norm, rms_norm_eps, rope_theta,
@@ -42,7 +47,9 @@ template <class Attn, class Mlp> struct PreNormBlock {
   using T = Scalar;
   static_assert(std::is_same<typename Mlp::Scalar, T>::value, "PreNormBlock: attention and MLP must have the same scalar type");
   int D = 0;
+  bool sandwich = false;
   RMSNorm<T> norm1, norm2;  // input_layernorm, post_attention_layernorm
+  RMSNorm<T> out1, out2;    // sandwich: attn_output_layernorm, mlp_output_layernorm
   Attn attn;
   Mlp mlp;
 
@@ -51,28 +58,34 @@ template <class Attn, class Mlp> struct PreNormBlock {
     T* mid;        // (N, D)  residual after attention
     T *ln2, *r2;   // (N, D), (N)  likewise for post_attention_layernorm
     T* dln;        // (N, D)  backward's scratch: gradient w.r.t. a norm output (temporary; null without grad)
+    // sandwich only (null otherwise): the branches' outputs before their norms, and those norms' rstd
+    T *ao, *ra;    // (N, D), (N)  attention output
+    T *mo, *rm;    // (N, D), (N)  MLP output
+    T* br;         // (N, D)  a normalised branch output, then backward's d branch (temporary)
     typename Attn::Cache attn;
     typename Mlp::Cache mlp;
   };
   struct DecodeCache {
     T *ln, *rstd;  // (R, D), (R)
+    T* br;         // (R, D)  sandwich: a branch's output (null otherwise)
     typename Attn::DecodeCache attn;
     typename Mlp::DecodeCache mlp;
   };
 
   PreNormBlock() = default;
-  PreNormBlock(const typename Attn::Spec& a, const typename Mlp::Spec& m, double rms_norm_eps)
-      : D(a.hidden_size), norm1(a.hidden_size, rms_norm_eps), norm2(a.hidden_size, rms_norm_eps), attn(a), mlp(m) {
+  PreNormBlock(const typename Attn::Spec& a, const typename Mlp::Spec& m, double rms_norm_eps, bool sandwich_norms = false)
+      : D(a.hidden_size), sandwich(sandwich_norms), norm1(a.hidden_size, rms_norm_eps), norm2(a.hidden_size, rms_norm_eps),
+        out1(a.hidden_size, rms_norm_eps), out2(a.hidden_size, rms_norm_eps), attn(a), mlp(m) {
     FBT_ASSERT(a.hidden_size == m.hidden_size, "PreNormBlock: attention and MLP widths differ");
   }
   /// From the sizes a config records (the standard attention and MLP).
-  explicit PreNormBlock(const LayerSpec& s) : PreNormBlock(s.attention(), s.mlp(), s.rms_norm_eps) {}
+  explicit PreNormBlock(const LayerSpec& s) : PreNormBlock(s.attention(), s.mlp(), s.rms_norm_eps, s.sandwich) {}
 
   /// The sizes of this block as a config records them (needs the standard attention and MLP specs).
   LayerSpec layer_spec() const {
     const AttentionSpec& a = attn.spec;
     return LayerSpec{D, a.num_heads, a.num_kv_heads, a.head_dim, mlp.spec.intermediate_size, a.qk_norm, a.rms_norm_eps, a.rope_theta,
-                     a.max_positions, a.init_std, a.out_std};
+                     a.max_positions, a.init_std, a.out_std, sandwich};
   }
   int kv_width() const { return attn.kv_width(); }
 
@@ -81,6 +94,10 @@ template <class Attn, class Mlp> struct PreNormBlock {
     attn.declare(r.scope("self_attn"));
     norm2.declare(r.scope("post_attention_layernorm"));
     mlp.declare(r.scope("mlp"));
+    if (sandwich) {
+      out1.declare(r.scope("attn_output_layernorm"));
+      out2.declare(r.scope("mlp_output_layernorm"));
+    }
   }
   /// With grad, the norm outputs (and the MLP's product) are temporaries that backward recomputes;
   /// without, everything but what a prefill commits is.
@@ -90,11 +107,14 @@ template <class Attn, class Mlp> struct PreNormBlock {
     c.ln1 = temp.take(N * D), c.ln2 = temp.take(N * D);
     c.r1 = a.take(N), c.mid = a.take(N * D), c.r2 = a.take(N);
     c.dln = grad ? temp.take(N * D) : nullptr;
+    c.ao = c.ra = c.mo = c.rm = c.br = nullptr;
+    if (sandwich) c.ao = a.take(N * D), c.ra = a.take(N), c.mo = a.take(N * D), c.rm = a.take(N), c.br = temp.take(N * D);
     attn.alloc(be, keep, temp, c.attn, B, Tn, grad);
     mlp.alloc(be, keep, temp, c.mlp, B, Tn, grad);
   }
   template <class Be> void alloc_decode(const Be& be, Carver<T>& a, DecodeCache& c, int R) const {
     c.ln = a.take(std::size_t(R) * D), c.rstd = a.take(R);
+    c.br = sandwich ? a.take(std::size_t(R) * D) : nullptr;
     attn.alloc_decode(be, a, c.attn, R);
     mlp.alloc_decode(be, a, c.mlp, R);
   }
@@ -105,10 +125,24 @@ template <class Attn, class Mlp> struct PreNormBlock {
     const std::size_t ND = std::size_t(N) * D;
     norm1.forward(be, w, c.ln1, c.r1, x, N);
     be.copy(c.mid, x, ND);
-    attn.forward(be, w, c.attn, c.ln1, c.mid, s);
+    if (!sandwich) {
+      attn.forward(be, w, c.attn, c.ln1, c.mid, s);
+    } else {  // mid = x + RMSNorm_a(attn)
+      be.zero(c.ao, ND);
+      attn.forward(be, w, c.attn, c.ln1, c.ao, s);
+      out1.forward(be, w, c.br, c.ra, c.ao, N);
+      be.add(c.mid, c.br, ND);
+    }
     norm2.forward(be, w, c.ln2, c.r2, c.mid, N);
     be.copy(out, c.mid, ND);
-    mlp.forward(be, w, c.mlp, c.ln2, out, s);
+    if (!sandwich) {
+      mlp.forward(be, w, c.mlp, c.ln2, out, s);
+    } else {  // out = mid + RMSNorm_m(mlp)
+      be.zero(c.mo, ND);
+      mlp.forward(be, w, c.mlp, c.ln2, c.mo, s);
+      out2.forward(be, w, c.br, c.rm, c.mo, N);
+      be.add(out, c.br, ND);
+    }
   }
 
   /// \brief dx (N, D): d out on entry, d x on exit (in place). x is the block input of the same forward.
@@ -116,23 +150,51 @@ template <class Attn, class Mlp> struct PreNormBlock {
     const int N = s.N();
     const std::size_t ND = std::size_t(N) * D;
     // MLP branch: d mid = d out + RMSNorm_2^T (mlp^T d out)   (ln2 recomputed: it is not kept per layer)
+    // (sandwich: the branch's gradient first goes back through its output norm, into c.br)
     norm2.forward(be, w, c.ln2, c.r2, c.mid, N);
+    const T* dmlp = dx;
+    if (sandwich) {
+      be.zero(c.br, ND);
+      out2.backward(be, w, c.br, dx, c.mo, c.rm, N);
+      dmlp = c.br;
+    }
     be.zero(c.dln, ND);
-    mlp.backward(be, w, c.mlp, dx, c.dln, c.ln2, s);
+    mlp.backward(be, w, c.mlp, dmlp, c.dln, c.ln2, s);
     norm2.backward(be, w, dx, c.dln, c.mid, c.r2, N);
     // attention branch: d x = d mid + RMSNorm_1^T (attn^T d mid)   (ln1 recomputed likewise)
     norm1.forward(be, w, c.ln1, c.r1, x, N);
+    const T* dattn = dx;
+    if (sandwich) {
+      be.zero(c.br, ND);
+      out1.backward(be, w, c.br, dx, c.ao, c.ra, N);
+      dattn = c.br;
+    }
     be.zero(c.dln, ND);
-    attn.backward(be, w, c.attn, dx, c.dln, c.ln1, s);
+    attn.backward(be, w, c.attn, dattn, c.dln, c.ln1, s);
     norm1.backward(be, w, dx, c.dln, x, c.r1, N);
   }
 
   /// \brief One decoding step: x (R, D) <- block(x), each row one new position against its KV cache.
   template <class Be> void decode(Be& be, const Weights<T>& w, const DecodeCache& c, T* x, const DecodeStep<T>& st) const {
+    const std::size_t RD = std::size_t(st.R) * D;
     norm1.forward(be, w, c.ln, c.rstd, x, st.R);
-    attn.decode(be, w, c.attn, c.ln, x, st);
+    if (!sandwich) {
+      attn.decode(be, w, c.attn, c.ln, x, st);
+    } else {
+      be.zero(c.br, RD);
+      attn.decode(be, w, c.attn, c.ln, c.br, st);
+      out1.forward(be, w, c.br, c.rstd, c.br, st.R);
+      be.add(x, c.br, RD);
+    }
     norm2.forward(be, w, c.ln, c.rstd, x, st.R);
-    mlp.decode(be, w, c.mlp, c.ln, x, st);
+    if (!sandwich) {
+      mlp.decode(be, w, c.mlp, c.ln, x, st);
+    } else {
+      be.zero(c.br, RD);
+      mlp.decode(be, w, c.mlp, c.ln, c.br, st);
+      out2.forward(be, w, c.br, c.rstd, c.br, st.R);
+      be.add(x, c.br, RD);
+    }
   }
 
   /// The keys and values (N, KD) a forward computed: what a prefill commits to the KV cache.

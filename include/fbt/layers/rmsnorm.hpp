@@ -18,8 +18,10 @@ template <class T> struct RMSNorm {
   RMSNorm() = default;
   RMSNorm(int width, double rms_norm_eps) : C(width), eps(T(rms_norm_eps)) { FBT_ASSERT(width > 0, "RMSNorm: width must be > 0"); }
 
-  /// Registers "<scope>weight" (C), initialised to ones.
-  void declare(const ParamRegistry<T>& r) { g = r.add("weight", {C}, Init::Ones); }
+  /// Registers "<scope>weight" (C), initialised to ones (or to `gain`: knob in_norm_init).
+  void declare(const ParamRegistry<T>& r, double gain = 1.0) {
+    g = gain == 1.0 ? r.add("weight", {C}, Init::Ones) : r.add("weight", {C}, Init::Constant, gain);
+  }
 
   /// \brief out (R, C) = norm(x) * g; rstd (R) for backward. out may be x.
   template <class Be> void forward(Be& be, const Weights<T>& w, T* out, T* rstd, const T* x, int R) const {

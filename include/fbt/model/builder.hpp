@@ -2,7 +2,8 @@
 // (from the CLI, a JSON file or a checkpoint) to layers, a fuser and the model's options, and back.
 //
 //   layer_spec(cfg, l)            the sizes of block l (heterogeneous stacks: the per-layer lists)
-//   model_options(cfg)            the tap, the input norm, document masking, tying, eps, z-loss
+//   model_options(cfg)            the tap, the input norm (which inputs, its gain, shared as the gate norm),
+//                                 document masking, tying, eps, z-loss
 //   FuserConfig<F>::make(cfg)     a fuser from the config; ::record(f, cfg) writes its options back.
 //                                 The primary template builds F(FuserArgs) and records nothing; the
 //                                 built-ins with options (glu_init, gated_add_alpha) specialize it, and
@@ -32,6 +33,8 @@ namespace fbt {
 struct ModelOptions {
   FeedbackTap tap = FeedbackTap::final_norm();  ///< where the fed-back state is taken (spec 2)
   InputNorm input_norm = InputNorm::All;        ///< which layer-0 inputs N_in normalises
+  GateNorm gate_norm = GateNorm::Separate;      ///< shared: the fuser's gate_norm is N_in (spec 10)
+  double in_norm_gain = 1.0;                    ///< N_in's gain at init (knob in_norm_init)
   bool doc_masked = true;                       ///< attention and feedback stay inside a document
   bool tie_word_embeddings = true;              ///< the LM head is the embedding
   double rms_norm_eps = 1e-6;                   ///< the final norm and N_in
@@ -43,6 +46,8 @@ inline ModelOptions model_options(const ModelConfig& c) {
   ModelOptions o;
   o.tap = parse_tap(c);
   o.input_norm = parse_input_norm(c);
+  o.gate_norm = parse_gate_norm(c);
+  o.in_norm_gain = parse_in_norm_init(c);
   o.doc_masked = parse_doc_attention(c);
   o.tie_word_embeddings = c.tie_word_embeddings;
   o.rms_norm_eps = c.rms_norm_eps;
@@ -58,6 +63,7 @@ inline LayerSpec layer_spec(const ModelConfig& c, int l) {
   s.head_dim = c.hs(), s.intermediate_size = c.layer_intermediate(l), s.qk_norm = c.qk_norm, s.rms_norm_eps = c.rms_norm_eps;
   s.rope_theta = c.rope_theta, s.max_position_embeddings = c.max_position_embeddings;
   s.init_std = c.initializer_range, s.out_std = c.initializer_range / std::sqrt(2.0 * c.num_hidden_layers);
+  s.sandwich = parse_block_norm(c);
   return s;
 }
 

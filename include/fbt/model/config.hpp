@@ -4,7 +4,8 @@
 // Field names follow the Qwen3 config researchers already read (spec section 9); the feedback knobs are
 // the spec's (section 2). A config is what the CLI, a JSON file and a checkpoint's metadata hold; the
 // builder (model/builder.hpp) turns it into a typed model, and the knob readers below (parse_tap,
-// parse_input_norm, parse_doc_attention, parse_glu_init) are the only code that compares its strings.
+// parse_input_norm, parse_gate_norm, parse_in_norm_init, parse_block_norm, parse_doc_attention, parse_glu_init)
+// are the only code that compares its strings.
 // Heterogeneous stacks: the per-layer lists (layer_*) override the uniform sizes when not empty.
 // validate() refuses a bad config with an fbt::Error that names the field and the rule it breaks:
 // every size is bounded (ModelLimits, written down in docs/file-formats.md), so is the parameter count
@@ -35,8 +36,15 @@ struct FeedbackTap {
 
 /// Which layer-0 inputs of a full-bandwidth model go through N_in (knob input_norm).
 enum class InputNorm {
-  All,        ///< "all": plain and fused inputs
-  FusedOnly,  ///< "fused_only": plain inputs are the raw embeddings
+  All,             ///< "all": plain and fused inputs, in every pass
+  FusedOnly,       ///< "fused_only": fused inputs only; plain inputs are the raw embeddings
+  FeedbackPasses,  ///< "feedback_passes": every input of a fed-back pass, none of pass 1 (the paper's App. C listing)
+};
+
+/// The model-level norm choices of the paper's recipe (spec section 10), one knob each.
+enum class GateNorm {
+  Separate,  ///< "separate": the fuser normalises e with its own gain (gate_norm.weight)
+  Shared,    ///< "shared": the fuser's gate-side norm is N_in itself (the paper's one input_rmsnorm_1)
 };
 
 struct ModelConfig {
@@ -64,7 +72,10 @@ struct ModelConfig {
   std::string fuser = "glu";          ///< none | glu | gated_add | concat | a user fuser's name
   std::string feedback_source = "post_final_norm";  ///< post_final_norm | pre_final_norm | layer
   int feedback_layer = -1;            ///< feedback_source "layer": the block whose output is fed back (0-based)
-  std::string input_norm = "all";     ///< all | fused_only
+  std::string input_norm = "all";     ///< all | fused_only | feedback_passes
+  std::string gate_norm = "separate"; ///< separate | shared (the fuser's gate_norm is N_in)
+  std::string in_norm_init = "one";   ///< N_in's gain at init: one | embedding (= initializer_range, the embeddings' rms)
+  std::string block_norm = "pre";     ///< pre | sandwich (an RMSNorm also on each attention and MLP output, before the add)
   std::string glu_init = "default";   ///< default (W_U = I, W_G ~ N(0, 1e-6/D)) | fan_in | identity_both
   double gated_add_alpha = 0.1;       ///< alpha of the gated_add fuser (a config scalar, not a tensor)
 
@@ -151,10 +162,27 @@ inline std::pair<std::string, int> describe_tap(const FeedbackTap& t, int L) {
   return {"layer", t.layer};
 }
 inline InputNorm parse_input_norm(const ModelConfig& c) {
-  detail::config_one_of("input_norm", c.input_norm, {"all", "fused_only"});
-  return c.input_norm == "all" ? InputNorm::All : InputNorm::FusedOnly;
+  detail::config_one_of("input_norm", c.input_norm, {"all", "fused_only", "feedback_passes"});
+  return c.input_norm == "all" ? InputNorm::All : c.input_norm == "fused_only" ? InputNorm::FusedOnly : InputNorm::FeedbackPasses;
 }
-inline const char* input_norm_name(InputNorm n) { return n == InputNorm::All ? "all" : "fused_only"; }
+inline const char* input_norm_name(InputNorm n) {
+  return n == InputNorm::All ? "all" : n == InputNorm::FusedOnly ? "fused_only" : "feedback_passes";
+}
+inline GateNorm parse_gate_norm(const ModelConfig& c) {
+  detail::config_one_of("gate_norm", c.gate_norm, {"separate", "shared"});
+  return c.gate_norm == "shared" ? GateNorm::Shared : GateNorm::Separate;
+}
+inline const char* gate_norm_name(GateNorm g) { return g == GateNorm::Shared ? "shared" : "separate"; }
+/// in_norm_init -> N_in's initial gain: 1, or initializer_range (so N_in's outputs start at the raw embeddings' rms).
+inline double parse_in_norm_init(const ModelConfig& c) {
+  detail::config_one_of("in_norm_init", c.in_norm_init, {"one", "embedding"});
+  return c.in_norm_init == "one" ? 1.0 : c.initializer_range;
+}
+/// block_norm -> sandwich (true) or pre-norm.
+inline bool parse_block_norm(const ModelConfig& c) {
+  detail::config_one_of("block_norm", c.block_norm, {"pre", "sandwich"});
+  return c.block_norm == "sandwich";
+}
 inline GluInit parse_glu_init(const ModelConfig& c) {
   detail::config_one_of("glu_init", c.glu_init, {"default", "fan_in", "identity_both"});
   return c.glu_init == "fan_in" ? GluInit::FanIn : c.glu_init == "identity_both" ? GluInit::IdentityBoth : GluInit::Default;
@@ -173,11 +201,13 @@ inline std::uint64_t ModelConfig::parameter_count() const {
   for (int l = 0; l < num_hidden_layers; ++l) {
     const U nh = U(layer_heads(l)), nkv = U(layer_kv_heads(l)), f = U(layer_intermediate(l));
     n += 2 * nh * hd * D + 2 * nkv * hd * D + (qk_norm ? 2 * hd : 0) + 2 * D + 3 * f * D;  // q, o, k, v, q/k norms, 2 norms, MLP
+    if (block_norm == "sandwich") n += 2 * D;  // the attention and MLP output norms
   }
-  if (fuser == "glu") n += D + 2 * D * D + D;              // in_norm, w_u, w_g, gate_norm
-  else if (fuser == "gated_add") n += D + 3 * D * D + 3 * D;  // in_norm, w_g (D, 2D), w_g.bias, w_s, gate_norm, state_norm
-  else if (fuser == "concat") n += D + 2 * D * D + 2 * D;  // in_norm, w_c (D, 2D), gate_norm, state_norm
-  else if (fuser != "none") n += D;                        // in_norm (a user fuser's own tensors are not counted)
+  const U gate = gate_norm == "shared" ? 0 : D;  // a shared gate norm is N_in's gain
+  if (fuser == "glu") n += D + 2 * D * D + gate;              // in_norm, w_u, w_g, gate_norm
+  else if (fuser == "gated_add") n += D + 3 * D * D + 2 * D + gate;  // in_norm, w_g (D, 2D), w_g.bias, w_s, gate_norm, state_norm
+  else if (fuser == "concat") n += D + 2 * D * D + D + gate;  // in_norm, w_c (D, 2D), gate_norm, state_norm
+  else if (fuser != "none") n += D;                           // in_norm (a user fuser's own tensors are not counted)
   return n;
 }
 
@@ -241,6 +271,9 @@ inline void ModelConfig::validate() const {
   if (feedback_source != "layer" && feedback_layer != -1)
     config_fail("feedback_layer", "is set (" + std::to_string(feedback_layer) + ") but feedback_source is " + detail::config_quote(feedback_source) + ", not \"layer\"");
   parse_input_norm(*this);
+  parse_gate_norm(*this);
+  parse_in_norm_init(*this);
+  parse_block_norm(*this);
   parse_doc_attention(*this);
   parse_glu_init(*this);
 }

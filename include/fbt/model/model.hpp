@@ -6,7 +6,8 @@
 // The stack takes layer-0 input vectors X (N, D), not token ids:
 //   baseline (NoFuser):      X = E[x]
 //   full-bandwidth:          X_t = N_in(Fuse(s_{t-1}, e_t)) where fed back, N_in(e_t) where plain
-//                            (input_norm fused_only: e_t where plain)
+//                            (input_norm fused_only: e_t where plain; feedback_passes: e_t in pass 1,
+//                            N_in(e_t) on the plain rows of a fed-back pass, as the paper's App. C listing)
 //   H = FinalNorm(Stack(X)),  logits = H E^T (tied) or H W_lm^T,  loss = mean CE
 // A model is made from a ModelConfig (the builder, model/builder.hpp) or composed from parts by a
 // program; either way it registers every tensor under its checkpoint name (Hugging Face Qwen3 names,
@@ -77,24 +78,34 @@ template <class T, class F = GluFuser<T>, class B = DecoderBlock<T>> class Model
   Weights<T> weights() { return host_weights(params); }
   Weights<T> weights() const { return host_weights(params); }
 
+  /// Whether N_in normalises the plain input of pass 1 (and of a decoding step without feedback):
+  /// input_norm all only.
+  bool norm_plain_pass() const { return has_feedback && opts.input_norm == InputNorm::All; }
+  /// Whether N_in normalises the plain rows of a fed-back pass (its prefix, position 0, document starts):
+  /// input_norm all, and feedback_passes, where the paper's listing normalises the whole mixed row.
+  bool norm_plain_rows_when_fed() const { return has_feedback && opts.input_norm != InputNorm::FusedOnly; }
+
   /// \brief X (R, D) = the plain layer-0 input of R rows: N_in(e) (input_norm all), else e (and e for a
   /// baseline). rin (R): N_in's rstd, read by backward.
   template <class Be> void plain_rows(Be& be, const Weights<T>& w, int R, const T* e, T* X, T* rin) const {
     if constexpr (has_feedback) {
-      if (opts.input_norm == InputNorm::All) return in_norm.forward(be, w, X, rin, e, R);
+      if (norm_plain_pass()) return in_norm.forward(be, w, X, rin, e, R);
     }
     be.copy(X, e, std::size_t(R) * D);
   }
-  /// \brief X (R, D) = N_in(Fuse(S_r, e_r)) where mask_r = 1, else the plain input. pre (R, P) is the
-  /// fuser's precompute of e (null without one); fc, u (R, D), rin (R) are what backward reads.
+  /// \brief X (R, D) = N_in(Fuse(S_r, e_r)) where mask_r = 1; elsewhere N_in(e_r), or e_r under
+  /// input_norm fused_only. pre (R, P) is the fuser's precompute of e (null without one); fc, u (R, D),
+  /// rin (R) are what backward reads.
+  /// in_fed_pass false (a decoding step, whose plain rows start or continue a sequence without feedback):
+  /// the plain rows get plain_rows' input instead, as in pass 1.
   template <class Be>
   void fused_rows(Be& be, const Weights<T>& w, int R, const T* e, const T* S, const T* mask, const T* pre, typename F::Cache& fc, T* u,
-                  T* rin, T* X) const {
+                  T* rin, T* X, bool in_fed_pass = true) const {
     static_assert(has_feedback, "fused_rows needs a feedback fuser");
     fuser.forward(be, w, fc, S, e, pre, u, R);
     be.copy_plain_rows(u, e, mask, R, D);
     in_norm.forward(be, w, X, rin, u, R);
-    if (opts.input_norm == InputNorm::FusedOnly) be.copy_plain_rows(X, e, mask, R, D);
+    if (!(in_fed_pass ? norm_plain_rows_when_fed() : norm_plain_pass())) be.copy_plain_rows(X, e, mask, R, D);
   }
 
  private:
@@ -138,8 +149,13 @@ template <class T, class F = GluFuser<T>, class B = DecoderBlock<T>> class Model
     if (!opts.tie_word_embeddings) lm_head = root.add("lm_head.weight", {V, D}, Init::Normal, embed.init_std);
     if constexpr (has_feedback) {
       in_norm = RMSNorm<T>(D, opts.rms_norm_eps);
-      in_norm.declare(model.scope("feedback").scope("in_norm"));
+      in_norm.declare(model.scope("feedback").scope("in_norm"), opts.in_norm_gain);
+      const std::string gate = "model.feedback.gate_norm.weight";
+      if (opts.gate_norm == GateNorm::Shared) params.alias(gate, "model.feedback.in_norm.weight");
       fuser.declare(model.scope("feedback"));
+      if (opts.gate_norm == GateNorm::Shared && !params.alias_used(gate))
+        throw Error(std::string("fbt::Model: gate_norm \"shared\" makes the fuser's gate norm (") + gate + ") N_in's, but the fuser \"" + F::name +
+                    "\" declares no such tensor (use gate_norm \"separate\")");
     }
   }
 };
@@ -160,8 +176,9 @@ template <class M> ModelConfig describe_model(const M& m) {
   for (const auto& b : m.blocks) {
     const LayerSpec s = BlockConfig<B>::record(b);
     FBT_ASSERT(s.hidden_size == c.hidden_size, "describe_model: a block's width differs from the embedding's");
-    FBT_ASSERT(s.head_dim == s0.head_dim && s.qk_norm == s0.qk_norm && s.rope_theta == s0.rope_theta && s.rms_norm_eps == c.rms_norm_eps,
-               "describe_model: blocks may differ in heads and MLP width only (head_dim, qk_norm, rope_theta and eps are per model)");
+    FBT_ASSERT(s.head_dim == s0.head_dim && s.qk_norm == s0.qk_norm && s.rope_theta == s0.rope_theta && s.rms_norm_eps == c.rms_norm_eps &&
+                   s.sandwich == s0.sandwich,
+               "describe_model: blocks may differ in heads and MLP width only (head_dim, qk_norm, rope_theta, eps and block_norm are per model)");
     FBT_ASSERT(s.max_position_embeddings >= c.max_position_embeddings, "describe_model: a block's RoPE table is shorter than the model's positions");
     uniform = uniform && s.num_attention_heads == s0.num_attention_heads && s.num_key_value_heads == s0.num_key_value_heads &&
               s.intermediate_size == s0.intermediate_size;
@@ -177,6 +194,11 @@ template <class M> ModelConfig describe_model(const M& m) {
   const auto tap = describe_tap(m.opts.tap, c.num_hidden_layers);
   c.feedback_source = tap.first, c.feedback_layer = tap.second;
   c.input_norm = input_norm_name(m.opts.input_norm);
+  c.gate_norm = gate_norm_name(m.opts.gate_norm);
+  FBT_ASSERT(m.opts.in_norm_gain == 1.0 || m.opts.in_norm_gain == m.embed.init_std,
+             "describe_model: N_in's initial gain is 1 or the embedding's init std (knob in_norm_init), not " + std::to_string(m.opts.in_norm_gain));
+  c.in_norm_init = m.opts.in_norm_gain == 1.0 ? "one" : "embedding";
+  c.block_norm = s0.sandwich ? "sandwich" : "pre";
   FuserConfig<typename M::Fuser>::record(m.fuser, c);
   return c;
 }

@@ -267,14 +267,13 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
     if constexpr (!fb) {
       be_.add(w.de, w.dres, ND);
     } else {
-      const bool norm_all = m_.opts.input_norm == InputNorm::All;
       if (!fed_back) {  // plain pass: X = N_in(e) or e
-        if (norm_all) m_.in_norm.backward(be_, w_, w.de, w.dres, w.e, p.rin, N);
+        if (m_.norm_plain_pass()) m_.in_norm.backward(be_, w_, w.de, w.dres, w.e, p.rin, N);
         else be_.add(w.de, w.dres, ND);
         return;
       }
-      // fed-back pass: plain rows go to e, fed-back rows through N_in and the fuser
-      if (!norm_all) be_.move_plain_rows(w.de, w.dres, p.mask, N, D);
+      // fed-back pass: plain rows go to e (through N_in unless fused_only), fed-back rows through N_in and the fuser
+      if (!m_.norm_plain_rows_when_fed()) be_.move_plain_rows(w.de, w.dres, p.mask, N, D);
       be_.zero(w.du, ND);
       m_.in_norm.backward(be_, w_, w.du, w.dres, p.u, p.rin, N);
       be_.move_plain_rows(w.de, w.du, p.mask, N, D);

@@ -2,7 +2,8 @@
 //
 // Before `feedback_start` (a fraction of the run's steps) every batch is single-pass teacher forcing;
 // from it on each batch draws its number of passes K from `pass_mix` ({2: 0.88, 3: 0.12} by default,
-// which over a run with start 0.75 gives the paper's 75/22/3). lambda ramps from 0 to its value over
+// which over a run with start 0.75 gives the paper's 75/22/3), or from a named preset of the paper's
+// runs (pass_mix_preset: whole-run shares, e.g. paper_200b = 75/22/3 for any start up to 0.75). lambda ramps from 0 to its value over
 // `lambda_ramp` steps after the start; prefixes p_j ~ U{0..T-1} per sequence and pass (`prefix`
 // "uniform"), none, or a fixed value; sigma, detach and grad_passes pass through to the step.
 // All draws come from the Rng the caller passes (the trainer saves its state), so a run is reproducible.
@@ -27,9 +28,23 @@ namespace fbt {
 /// Largest K_max, monitor_passes and fused(k) fbt accepts (a bound against runaway sizes, not advice).
 inline constexpr int kMaxPasses = 1000;
 
+/// \brief The paper's pass mixes by run (arXiv:2608.08888; spec section 10), as shares of the *whole run's*
+/// batches: paper_10b 100% 3-pass; paper_100b 75% 1-pass + 25% 3-pass (the run behind the ~2x claim);
+/// paper_200b and paper_400b 75/22/3; two_pass_75_25 75% 1-pass + 25% 2-pass (the mix the paper found to
+/// diverge beyond 2 passes). Empty for an unknown name.
+inline std::map<int, double> pass_mix_preset(const std::string& name) {
+  if (name == "paper_10b") return {{3, 1.0}};
+  if (name == "paper_100b") return {{1, 0.75}, {3, 0.25}};
+  if (name == "paper_200b" || name == "paper_400b") return {{1, 0.75}, {2, 0.22}, {3, 0.03}};
+  if (name == "two_pass_75_25") return {{1, 0.75}, {2, 0.25}};
+  return {};
+}
+inline const char* pass_mix_preset_names() { return "paper_10b, paper_100b, paper_200b, paper_400b, two_pass_75_25"; }
+
 struct ScheduleConfig {
   double feedback_start = 0.75;                       ///< fraction of the steps trained single-pass first
-  std::map<int, double> pass_mix{{2, 0.88}, {3, 0.12}};  ///< P(K) after the start
+  std::map<int, double> pass_mix{{2, 0.88}, {3, 0.12}};  ///< P(K) after the start (a preset: its whole-run shares)
+  std::string pass_preset;                            ///< a pass_mix_preset name, or empty (pass_mix is P(K) after the start)
   int K_max = 3;
   double lambda = 1.0;                                ///< weight of the fed-back passes' mean loss
   long lambda_ramp = 0;                               ///< steps over which lambda ramps 0 -> lambda after the start
@@ -48,6 +63,15 @@ struct ScheduleConfig {
     };
     if (!(feedback_start >= 0 && feedback_start <= 1)) fail("feedback_start", "must be a fraction in [0, 1], got " + real(feedback_start));
     if (K_max < 1 || K_max > kMaxPasses) fail("K_max", "must be in [1, " + std::to_string(kMaxPasses) + "], got " + std::to_string(K_max));
+    if (!pass_preset.empty()) {
+      const auto run = pass_mix_preset(pass_preset);
+      if (run.empty()) fail("pass_mix", "unknown preset \"" + detail::excerpt(pass_preset) + "\" (known: " + pass_mix_preset_names() + ")");
+      const double p1 = run.count(1) ? run.at(1) : 0.0;
+      if (feedback_start > p1 + 1e-12)
+        fail("feedback_start", real(feedback_start) + " is later than pass_mix " + pass_preset + " allows: it trains " + real(100 * p1) +
+                                   "% of the run's batches single-pass, so feedback must start by " + real(p1) + " of the steps");
+      if (feedback_start >= 1.0 && p1 < 1.0) fail("feedback_start", "is 1 (no feedback), but pass_mix " + pass_preset + " needs fed-back batches");
+    }
     double total = 0;
     for (const auto& [k, p] : pass_mix) {
       if (k < 1 || k > K_max) fail("pass_mix", "K = " + std::to_string(k) + " is outside [1, K_max = " + std::to_string(K_max) + "]");
@@ -94,6 +118,32 @@ struct ScheduleConfig {
     }
     return m;
   }
+  /// \brief P(K) for the batches from feedback_start on: pass_mix itself, or for a preset the mix that
+  /// gives its whole-run shares P_k: P'(1) = (P_1 - f) / (1 - f), P'(k) = P_k / (1 - f) with f = feedback_start
+  /// (the single-pass steps before the start count towards P_1). Call after validate().
+  std::map<int, double> after_start_mix() const {
+    if (pass_preset.empty()) return pass_mix;
+    const double f = feedback_start;
+    std::map<int, double> m;
+    for (const auto& [k, p] : pass_mix_preset(pass_preset)) {
+      const double q = k == 1 ? std::max(0.0, p - f) / (1.0 - f) : p / (1.0 - f);
+      if (q > 0) m[k] = q;
+    }
+    return m;
+  }
+  /// \brief Makes the schedule a baseline's: single-pass throughout (feedback_start 1, pass_mix 1:1, K_max 1).
+  void make_single_pass() {
+    feedback_start = 1.0, pass_mix = {{1, 1.0}}, pass_preset.clear(), K_max = 1, grad_passes = 0;
+  }
+  /// pass_mix as a config records it: the preset's name, or the mix (format_mix).
+  std::string mix_text() const { return pass_preset.empty() ? format_mix(pass_mix) : pass_preset; }
+  /// Sets pass_mix from a config's text: a preset name or "K:p,..." (parse_mix).
+  void set_mix_text(const std::string& s) {
+    const auto run = pass_mix_preset(s);
+    if (!run.empty()) pass_preset = s, pass_mix = run;
+    else pass_preset.clear(), pass_mix = parse_mix(s);
+  }
+
   /// The mix as "K:w,K:w", each weight with the fewest digits (up to 17) that read back to the same
   /// double, so a run's recorded pass_mix resumes with exactly the probabilities it trained with.
   static std::string format_mix(const std::map<int, double>& m) {
@@ -125,9 +175,10 @@ class MultiPassScheduler {
   MultiPassScheduler(const ScheduleConfig& c, long total_steps) : c_(c), total_(total_steps) {
     c_.validate();
     FBT_ASSERT(total_steps > 0, "schedule: total_steps must be > 0");
+    const auto mix = c_.after_start_mix();
     double tot = 0;
-    for (const auto& kv : c_.pass_mix) tot += kv.second;
-    for (const auto& kv : c_.pass_mix) cdf_.push_back({kv.first, (cum_ += kv.second / tot)});
+    for (const auto& kv : mix) tot += kv.second;
+    for (const auto& kv : mix) cdf_.push_back({kv.first, (cum_ += kv.second / tot)});
   }
   const ScheduleConfig& config() const { return c_; }
   /// First step with feedback.

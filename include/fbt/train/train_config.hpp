@@ -28,6 +28,7 @@
 namespace fbt {
 
 struct TrainConfig {
+  std::string preset = "v1";  ///< the recipe the fields started from: v1 | paper (train_presets(); recorded with the run)
   ModelConfig model;
   ScheduleConfig schedule;
   // data
@@ -43,6 +44,7 @@ struct TrainConfig {
   double lr = 3e-3, min_lr = 3e-4, wsd_decay_frac = 0.2;
   long warmup_steps = 50;
   double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8, grad_clip = 1.0;
+  double cooldown_z_loss = 0;  ///< z-loss coefficient from the start of the wsd decay on (the paper: 1e-5); 0 = model.z_loss throughout
   std::uint64_t seed = 1;
   int threads = 1;  ///< a step's batch rows split across threads (model/parallel_step.hpp)
   // evaluation and output
@@ -175,6 +177,48 @@ inline std::string num(double x) {
 }
 }  // namespace detail
 
+/// \brief The presets: each a list of (field, value) that `preset` applies before any other field. Both
+/// set the same fields, so switching presets leaves nothing of the other behind.
+///   v1:    fbt's first defaults (input norm on every input, a separate gate norm, pre-norm blocks, AdamW
+///          lr 3e-3 with cosine decay, feedback from 75% of the steps with 2:0.88,3:0.12), so v1's results
+///          stay reproducible.
+///   paper: the paper's recipe as published (spec section 10): pass 1 on the raw embedding and the one
+///          input norm on every row of a fed-back pass and on the gate side; sandwich block norms; NorMuon
+///          (lr 1e-2, wd 0.01) for matrices and Adam (lr 5e-4, no wd) for the rest; warmup-stable-decay, 200
+///          warmup steps and a 25% cooldown to zero with z-loss 1e-5; the 75/22/3 pass mix. Where the paper
+///          is silent, this preset's choice: feedback starts at 50% of the steps, in the stable phase a
+///          quarter of the run before the cooldown (paper_200b's whole-run 75/22/3 then means 1:0.5,
+///          2:0.44, 3:0.06 from there); N_in's gain starts at 1 (PyTorch's RMSNorm default); the GLU init is
+///          the spec's (W_U = I, W_G ~ N(0, 1e-6/D)).
+inline const std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>>& train_presets() {
+  static const std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> p = {
+      {"v1",
+       {{"input_norm", "all"}, {"gate_norm", "separate"}, {"in_norm_init", "one"}, {"block_norm", "pre"}, {"glu_init", "default"},
+        {"z_loss", "0"}, {"cooldown_z_loss", "0"}, {"lr_schedule", "cosine"}, {"lr", "0.003"}, {"min_lr", "0.0003"}, {"warmup_steps", "50"},
+        {"wsd_decay_frac", "0.2"}, {"weight_decay", "0.1"}, {"sigma", "0.02"}, {"lambda", "1"}, {"K_max", "3"}, {"feedback_start", "0.75"},
+        {"pass_mix", "2:0.88,3:0.12"}}},
+      {"paper",
+       {{"input_norm", "feedback_passes"}, {"gate_norm", "shared"}, {"in_norm_init", "one"}, {"block_norm", "sandwich"}, {"glu_init", "default"},
+        {"z_loss", "0"}, {"cooldown_z_loss", "1e-05"}, {"lr_schedule", "wsd"}, {"lr", "0.0005"}, {"min_lr", "0"}, {"warmup_steps", "200"},
+        {"wsd_decay_frac", "0.25"}, {"weight_decay", "0"}, {"sigma", "0.02"}, {"lambda", "1"}, {"K_max", "3"}, {"feedback_start", "0.5"},
+        {"pass_mix", "paper_200b"}}},
+  };
+  return p;
+}
+
+inline void set_config_field(TrainConfig& c, const std::string& name, const std::string& value);
+
+/// \brief Sets c.preset = name and the preset's fields (train_presets()); an unknown name is refused.
+inline void apply_preset(TrainConfig& c, const std::string& name) {
+  for (const auto& [n, fields] : train_presets())
+    if (n == name) {
+      for (const auto& [f, v] : fields) set_config_field(c, f, v);
+      c.preset = name;
+      return;
+    }
+  throw Error("config field preset: unknown preset " + detail::quote_value(name) + " (known: v1, paper)");
+}
+
 /// The table of every field (flag name = JSON key).
 inline const std::vector<ConfigField>& train_config_fields() {
   using detail::num;
@@ -205,6 +249,8 @@ inline const std::vector<ConfigField>& train_config_fields() {
 #define FBT_M(x) [](TrainConfig& c) -> auto& { return c.model.x; }
 #define FBT_S(x) [](TrainConfig& c) -> auto& { return c.schedule.x; }
 #define FBT_T(x) [](TrainConfig& c) -> auto& { return c.x; }
+    v.push_back({"preset", "the recipe the other fields start from: v1 (fbt's first defaults) | paper (arXiv:2608.08888 as published, spec 10); set first, whatever its place",
+                 [](TrainConfig& c, const std::string& s) { apply_preset(c, s); }, [](const TrainConfig& c) { return c.preset; }});
     // data
     S("data", "task:addition | task:state_tracking | task:multihop | path of a text file", FBT_T(data));
     I("task_difficulty", "digits / operations / hops of the built-in task", FBT_T(task_difficulty));
@@ -234,14 +280,17 @@ inline const std::vector<ConfigField>& train_config_fields() {
     S("fuser", "none (baseline) | glu | gated_add | concat", FBT_M(fuser));
     S("feedback_source", "post_final_norm | pre_final_norm | layer (then feedback_layer)", FBT_M(feedback_source));
     I("feedback_layer", "feedback_source layer: the block whose output is fed back (0-based; -1 otherwise)", FBT_M(feedback_layer));
-    S("input_norm", "all | fused_only", FBT_M(input_norm));
+    S("input_norm", "all | fused_only | feedback_passes (none on pass 1, every row of a fed-back pass: the paper's listing)", FBT_M(input_norm));
+    S("gate_norm", "separate | shared (the fuser's gate-side norm is N_in: the paper's one input_rmsnorm_1)", FBT_M(gate_norm));
+    S("in_norm_init", "N_in's initial gain: one | embedding (initializer_range, the raw embeddings' rms)", FBT_M(in_norm_init));
+    S("block_norm", "pre | sandwich (also an RMSNorm on each attention and MLP output, before the residual add)", FBT_M(block_norm));
     S("glu_init", "default | fan_in | identity_both", FBT_M(glu_init));
     D("gated_add_alpha", "alpha of the gated_add fuser", FBT_M(gated_add_alpha));
     // schedule (spec section 3)
     D("feedback_start", "fraction of the steps trained single-pass before feedback", FBT_S(feedback_start));
-    v.push_back({"pass_mix", "P(K) after the start, e.g. 2:0.88,3:0.12",
-                 [](TrainConfig& c, const std::string& s) { c.schedule.pass_mix = ScheduleConfig::parse_mix(s); },
-                 [](const TrainConfig& c) { return ScheduleConfig::format_mix(c.schedule.pass_mix); }});
+    v.push_back({"pass_mix", std::string("P(K) after the start, e.g. 2:0.88,3:0.12, or the whole run's mix of one of the paper's runs: ") + pass_mix_preset_names(),
+                 [](TrainConfig& c, const std::string& s) { c.schedule.set_mix_text(s); },
+                 [](const TrainConfig& c) { return c.schedule.mix_text(); }});
     I("K_max", "largest K", FBT_S(K_max));
     D("lambda", "weight of the fed-back passes' mean loss", FBT_S(lambda));
     I("lambda_ramp", "steps of a 0 -> lambda ramp after the start", FBT_S(lambda_ramp));
@@ -264,6 +313,7 @@ inline const std::vector<ConfigField>& train_config_fields() {
     D("beta2", "AdamW beta2", FBT_T(beta2));
     D("adam_eps", "AdamW eps", FBT_T(adam_eps));
     D("grad_clip", "clip the global gradient norm (0 = off)", FBT_T(grad_clip));
+    D("cooldown_z_loss", "z-loss from the wsd decay's first step on (0 = z_loss throughout)", FBT_T(cooldown_z_loss));
     I("seed", "seed of the init, the data and the schedule", FBT_T(seed));
     I("threads", "threads per training step (batch rows split across them)", FBT_T(threads));
     // evaluation and output
@@ -290,6 +340,21 @@ inline void set_config_field(TrainConfig& c, const std::string& name, const std:
   for (const auto& f : train_config_fields())
     if (f.name == name) return f.set(c, value);
   throw Error("unknown config field \"" + detail::excerpt(name) + "\" (see fbt train --help for the list)");
+}
+
+/// \brief Sets several fields, `preset` first (whatever its place), then the others in order: a preset is
+/// where a config starts, and the fields given with it change it.
+template <class Range> void set_config_fields(TrainConfig& c, const Range& fields) {
+  for (const auto& kv : fields)
+    if (kv.first == "preset") set_config_field(c, kv.first, kv.second);
+  for (const auto& kv : fields)
+    if (kv.first != "preset") set_config_field(c, kv.first, kv.second);
+}
+
+/// \brief A baseline (fuser none) trains single-pass: its schedule is made so (feedback_start 1, pass_mix
+/// 1:1, K_max 1), whatever the preset or the defaults say, as `fbt ablate` always did.
+inline void make_baseline_single_pass(TrainConfig& c) {
+  if (!c.model.feedback()) c.schedule.make_single_pass();
 }
 
 /// Largest config or grid file read (bytes): they hold a few dozen fields.
@@ -328,9 +393,17 @@ inline nlohmann::json to_json(const TrainConfig& c) {
 /// \brief Reads a config object: {"field": value, ...} (values may be strings, numbers or booleans).
 inline void apply_json(TrainConfig& c, const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) throw Error(where + ": a config file must hold one JSON object");
+  if (j.contains("preset")) {  // first: the other fields change the preset's
+    if (!j["preset"].is_string()) throw Error(where + ": field preset must be a string, got " + std::string(j["preset"].type_name()));
+    try {
+      set_config_field(c, "preset", j["preset"].get<std::string>());
+    } catch (const Error& e) {
+      throw Error(where + ": " + e.what());
+    }
+  }
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string key = detail::excerpt(it.key());
-    if (it.key() == "vocab_size") continue;  // fixed by the byte tokenizer
+    if (it.key() == "vocab_size" || it.key() == "preset") continue;  // vocab_size: fixed by the byte tokenizer
     std::string v;
     if (it->is_string()) v = it->get<std::string>();
     else if (it->is_boolean()) v = it->get<bool>() ? "true" : "false";
@@ -380,7 +453,7 @@ inline void validate(const TrainConfig& c) {
   // the schedule
   c.schedule.validate();
   if (c.schedule.K_max > 1 && !c.model.feedback() && c.schedule.feedback_start < 1.0 && !(c.schedule.pass_mix.size() == 1 && c.schedule.pass_mix.count(1)))
-    fail("fuser", "is none (a baseline), so the schedule must stay single-pass: set feedback_start 1 or pass_mix 1:1");
+    fail("fuser", "is none (a baseline), so the schedule must stay single-pass: set feedback_start 1 or pass_mix 1:1 (make_baseline_single_pass)");
   // the data
   validate_data(c);
   // optimisation
@@ -404,6 +477,10 @@ inline void validate(const TrainConfig& c) {
   real_in("adam_eps", c.adam_eps, 0, true, inf, true, "(0, inf)");
   real_in("grad_clip", c.grad_clip, 0, false, inf, true, "[0, inf) (0 = off)");
   (void)make_lr_schedule(c.lr_schedule, c.lr, c.min_lr, std::min(c.warmup_steps, c.steps), c.steps, c.wsd_decay_frac);  // names the bad field
+  real_in("cooldown_z_loss", c.cooldown_z_loss, 0, false, inf, true, "[0, inf) (0 = off)");
+  if (c.cooldown_z_loss > 0 && c.lr_schedule != "wsd")
+    fail("cooldown_z_loss", "is " + num(c.cooldown_z_loss) + " but lr_schedule is " + detail::quote_value(c.lr_schedule) + ": only wsd has a cooldown");
+  if (c.preset != "v1" && c.preset != "paper") fail("preset", "unknown preset " + detail::quote_value(c.preset) + " (known: v1, paper)");
   // evaluation, output, resources
   at_least("eval_every", c.eval_every, 0);
   at_least("eval_windows", c.eval_windows, 0);
@@ -446,6 +523,30 @@ inline nlohmann::json read_json_file(const std::string& path, const std::string&
 inline TrainConfig load_train_config_file(const std::string& path, TrainConfig base = {}) {
   apply_json(base, read_json_file(path, "config file"), "config file '" + path + "'");
   return base;
+}
+
+/// \brief A run's config from an optional config file and (field, value) flags, in the order a reader
+/// expects: the preset (the flags' if given, else the file's, else v1), then the file's fields, then the
+/// flags'. A baseline (fuser none) is then made single-pass (make_baseline_single_pass).
+template <class Range> TrainConfig make_train_config(const std::string& config_file, const Range& flags) {
+  TrainConfig c;
+  nlohmann::json file = nlohmann::json::object();
+  if (!config_file.empty()) file = read_json_file(config_file, "config file");
+  const std::string where = "config file '" + config_file + "'";
+  std::string preset;
+  for (const auto& kv : flags)
+    if (kv.first == "preset") preset = kv.second;
+  if (preset.empty() && file.is_object() && file.contains("preset")) {
+    if (!file["preset"].is_string()) throw Error(where + ": field preset must be a string");
+    preset = file["preset"].get<std::string>();
+  }
+  if (!preset.empty()) apply_preset(c, preset);
+  if (file.is_object()) file.erase("preset");
+  if (!config_file.empty()) apply_json(c, file, where);
+  for (const auto& kv : flags)
+    if (kv.first != "preset") set_config_field(c, kv.first, kv.second);
+  make_baseline_single_pass(c);
+  return c;
 }
 
 }  // namespace fbt

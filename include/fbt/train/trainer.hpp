@@ -259,6 +259,7 @@ template <class M> class Trainer {
     o.grad_passes = cfg.schedule.grad_passes, o.prefix = plan_.prefix.data(), o.rng = &sched_rng, o.grad_scale = 1.0 / cfg.grad_accum;
     StepReport r;
     r.step = step, r.K = plan_.K, r.loss.assign(plan_.K, 0.0);
+    model.opts.z_loss = z_loss_at(step);
     model.params.zero_grad();
     for (int a = 0; a < cfg.grad_accum; ++a) {
       data->sample_batch(data_rng, B, Tn, tok_, tgt_, ds_);
@@ -283,8 +284,15 @@ template <class M> class Trainer {
     return r;
   }
 
+  /// The z-loss coefficient of step `step`: cooldown_z_loss from the wsd decay's first step on when set,
+  /// else the model's z_loss.
+  double z_loss_at(long step) const {
+    return cfg.cooldown_z_loss > 0 && step >= lr_sched.wsd_decay_start() ? cfg.cooldown_z_loss : cfg.model.z_loss;
+  }
+
   /// \brief Per-pass validation losses, the sequential-exact losses and the contraction monitor.
   EvalReport evaluate() {
+    model.opts.z_loss = cfg.model.z_loss;  // validation losses use the model's own z-loss (the cooldown's is a training term)
     EvalReport e;
     e.step = step, e.tokens = tokens;
     const int K = M::has_feedback ? std::max(cfg.schedule.K_max, 1) : 1;
