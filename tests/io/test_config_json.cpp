@@ -135,6 +135,39 @@ TEST_F(ConfigJson, TapAndPerLayerSizesRoundTrip) {
   EXPECT_FBT_ERROR(fbt::config_from_json(bad, "mem"), "mem", "layer_num_attention_heads", "array of integers");
 }
 
+// The paper-recipe knobs (issue 12) are written only when they differ from v1's choice, so a v1 model's
+// config is what it was before they existed (and its checkpoint re-saves byte for byte); absent, they read
+// as v1's; present, they round-trip and are validated.
+TEST_F(ConfigJson, PaperKnobsAreWrittenOnlyWhenUsed) {
+  for (const char* k : {"gate_norm", "in_norm_init", "block_norm"}) EXPECT_FALSE(fbt::to_json(tiny()).contains(k)) << k;
+  fbt::ModelConfig c = tiny();
+  c.input_norm = "feedback_passes", c.gate_norm = "shared", c.in_norm_init = "embedding", c.block_norm = "sandwich";
+  const json j = fbt::to_json(c);
+  EXPECT_EQ(j["gate_norm"], "shared");
+  EXPECT_EQ(j["in_norm_init"], "embedding");
+  EXPECT_EQ(j["block_norm"], "sandwich");
+  const fbt::ModelConfig back = fbt::config_from_json(json::parse(j.dump()), "mem");
+  EXPECT_EQ(back.input_norm, "feedback_passes");
+  EXPECT_EQ(back.gate_norm, "shared");
+  EXPECT_EQ(back.in_norm_init, "embedding");
+  EXPECT_EQ(back.block_norm, "sandwich");
+  EXPECT_EQ(fbt::to_json(back), j);
+  const fbt::ModelConfig old = fbt::config_from_json(fbt::to_json(tiny()), "mem");
+  EXPECT_EQ(old.gate_norm, "separate");
+  EXPECT_EQ(old.in_norm_init, "one");
+  EXPECT_EQ(old.block_norm, "pre");
+  json bad = j;
+  bad["block_norm"] = "post";
+  EXPECT_FBT_ERROR(fbt::config_from_json(bad, "mem"), "mem", "block_norm", "\"post\"", "pre, sandwich");
+  bad = j;
+  bad["gate_norm"] = true;
+  EXPECT_FBT_ERROR(fbt::config_from_json(bad, "mem"), "mem", "gate_norm");
+  // a sandwich baseline is not a Qwen3ForCausalLM
+  fbt::ModelConfig b = tiny();
+  b.fuser = "none", b.block_norm = "sandwich";
+  EXPECT_FALSE(fbt::to_json(b).contains("architectures"));
+}
+
 TEST_F(ConfigJson, SaveReplacesAnExistingFile) {
   const std::string p = path("config.json");
   write_text(p, "old contents, not JSON");
