@@ -29,7 +29,7 @@ if [[ $what == multiplier ]]; then
   grep -q "| fuser=glu+tokens=384+seed=1 | 2:0.88,3:0.12 | " "$tmp/c.md"   # the stability table
   "$py" "$src/scripts/tables.py" "$tmp/grid" --kind tasks | tee "$tmp/tasks.md"
   grep -q "| fuser=glu+tokens=384 | 1 | fused(2) | " "$tmp/tasks.md"
-  "$py" -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d['baselines'])==3 and d['fits']['parallel']['alpha']>0, d" "$tmp/m.json"
+  "$py" -c "import json,sys; f=json.load(open(sys.argv[1]))['families'][0]; assert len(f['baselines'])==3 and f['fits']['parallel']['all']['alpha']>0, f" "$tmp/m.json"
 else
   set +e
   "$py" "$src/scripts/plots.py" "$tmp/grid" --out "$tmp/fig"
