@@ -55,7 +55,7 @@ struct AblationGrid {
   std::vector<std::uint64_t> seeds{1};
   double tokens = 0;        ///< default token budget of a run (0: base.steps decides)
   int evals = 10;           ///< evaluations (and checkpoints) per run, evenly spaced; eval_every = ceil(steps / evals)
-  int task_examples = 100;  ///< built-in tasks: greedy examples per decoding mode at the end of a run (0 = none)
+  int task_examples = 100;  ///< reasoning tasks: greedy examples per decoding mode (and per requested level with trace_tag) at the end of a run (0 = none)
   std::vector<int> task_lengths{1, 2, 4};  ///< ... at these multiples of the training problem length (difficulty x m)
   int decode_timing = 1;    ///< 1: measure decode ms/token (standard, and soft for a full-bandwidth model)
   std::string out_dir = "runs/ablate";
@@ -315,7 +315,7 @@ inline std::vector<std::pair<std::string, nlohmann::json>> summary_row(const nlo
     const auto& e = r.at("eval");
     const auto& vl = e.at("val_loss");
     for (std::size_t k = 0; k < vl.size(); ++k) row.push_back({"val_loss_pass" + std::to_string(k + 1), vl[k]});
-    for (const char* k : {"seq_loss_standard", "seq_loss_soft"})
+    for (const char* k : {"optimal_loss", "seq_loss_standard", "seq_loss_soft", "seq_optimal_loss"})
       if (e.contains(k)) row.push_back({k, e.at(k)});
     if (e.contains("contraction")) {
       const auto& c = e.at("contraction");
@@ -328,6 +328,11 @@ inline std::vector<std::pair<std::string, nlohmann::json>> summary_row(const nlo
     for (auto it = r.at("tasks").begin(); it != r.at("tasks").end(); ++it) {
       row.push_back({"accuracy_" + it.key(), it->at("accuracy")});
       row.push_back({"median_trace_" + it.key(), it->at("median_trace")});
+      if (it->contains("levels"))  // trace_tag: per requested level
+        for (auto lv = it->at("levels").begin(); lv != it->at("levels").end(); ++lv) {
+          row.push_back({"accuracy_" + it.key() + "_" + lv.key(), lv->at("accuracy")});
+          row.push_back({"median_trace_" + it.key() + "_" + lv.key(), lv->at("median_trace")});
+        }
     }
   if (r.contains("decode_ms_per_token"))
     for (auto it = r.at("decode_ms_per_token").begin(); it != r.at("decode_ms_per_token").end(); ++it) row.push_back({"decode_ms_" + it.key(), *it});
@@ -391,25 +396,23 @@ inline nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run
       if (progress) progress->store(t->step);
       if (t->step < t->cfg.steps) t->run(nullptr);
       const EvalReport e = t->evaluate();  // the final evaluation (the trainer logged it too; this copy goes to result.json)
-      nlohmann::json ej{{"val_loss", e.val_loss}};
-      if (!std::isnan(e.seq_loss_standard)) ej["seq_loss_standard"] = e.seq_loss_standard;
-      if (!std::isnan(e.seq_loss_soft)) ej["seq_loss_soft"] = e.seq_loss_soft;
-      if (!e.contraction.loss.empty()) ej["contraction"] = {{"loss", e.contraction.loss}, {"delta", e.contraction.delta}};
-      res["eval"] = ej;
+      res["eval"] = eval_losses_json(e);
       auto& dec = t->decoder();
       const bool fb = M::has_feedback;
-      if (run.cfg.data.rfind("task:", 0) == 0 && g.task_examples > 0) {
-        const TrainConfig& c = run.cfg;
-        TaskConfig task{c.data.substr(5), c.task_difficulty, c.p_full, c.p_compressed, c.p_answer};
+      if (run.cfg.data.rfind("task:", 0) == 0 && !is_state_task_data(run.cfg) && g.task_examples > 0) {  // reasoning tasks: greedy answers
+        const TaskConfig task = task_config(run.cfg);
         std::vector<std::string> modes{"standard"};
         if (fb) modes.insert(modes.end(), {"soft", "fused(1)", "fused(2)"});
         for (int m : g.task_lengths) {  // key "mode@mx": accuracy and median trace at m times the training length
-          const auto ex = eval_examples(task, g.task_examples, 20261202, m);
+          // trace_tag: task_examples problems at every requested level (the same problems), reported per level too
+          const auto ex = task.trace_tag ? eval_examples_at_levels(task, g.task_examples, 20261202, m) : eval_examples(task, g.task_examples, 20261202, m);
           const int max_bytes = max_solution_bytes(task, m) + 8;
           for (const auto& md : modes) {
             const TaskEvalResult r = evaluate_task(dec, task, ex, DecodeModeSpec::parse(md), max_bytes);
-            res["tasks"][md + "@" + std::to_string(m) + "x"] = {
-                {"mode", md}, {"length_mult", m}, {"accuracy", r.accuracy}, {"median_trace", r.median_trace}, {"completed", r.completed}, {"examples", r.examples}};
+            nlohmann::json tj = {{"mode", md}, {"length_mult", m}, {"accuracy", r.accuracy}, {"median_trace", r.median_trace}, {"completed", r.completed}, {"examples", r.examples}};
+            for (const TaskLevelResult& l : r.levels)
+              tj["levels"][l.level] = {{"accuracy", l.accuracy}, {"median_trace", l.median_trace}, {"completed", l.completed}, {"examples", l.examples}};
+            res["tasks"][md + "@" + std::to_string(m) + "x"] = tj;
           }
         }
       }

@@ -111,13 +111,14 @@ int cmd_train(Args a) {
 int cmd_eval(Args a) {
   if (wants_help(a)) {
     std::printf(
-        "fbt eval --checkpoint CKPT [--data task:NAME|FILE] [--task_difficulty N] [--seq_len T] [--windows N]\n"
+        "fbt eval --checkpoint CKPT [--data task:NAME|FILE] [--task_difficulty N] [--task_length L] [--task_reveal Q] [--seq_len T] [--windows N]\n"
         "         [--seq_windows N] [--monitor K] [--passes K] [--doc_split blank_line|none] [--val_fraction X]\n\n"
         "The data options default to those the checkpoint's run was trained with (read from its\n"
-        "train_state.safetensors); --windows 0 evaluates every validation window.\n"
+        "train_state.safetensors); --windows 0 and --seq_windows -1 evaluate every validation window.\n"
         "Prints the per-pass validation losses (pass k = fused(k-1) prefill at every position), the\n"
         "sequential-exact losses (token by token, standard and soft) and the contraction monitor L(k), delta_k\n"
-        "(spec section 6). CKPT is a checkpoint directory or a model.safetensors file.\n");
+        "(spec section 6), and beside them the data's optimal loss over the same windows where it is known\n"
+        "(the running-state tasks). CKPT is a checkpoint directory or a model.safetensors file.\n");
     return 0;
   }
   const std::string ck = take(a, "checkpoint", "");
@@ -145,11 +146,13 @@ int cmd_eval(Args a) {
   }
   c.task_difficulty = int_option<int>("task_difficulty", take(a, "task_difficulty", std::to_string(c.task_difficulty)), 1,
                                       std::numeric_limits<int>::max());
+  c.task_length = int_option<int>("task_length", take(a, "task_length", std::to_string(c.task_length)), 1, kMaxStateTaskLength, "symbols per document");
+  c.task_reveal = real_option("task_reveal", take(a, "task_reveal", detail::num(c.task_reveal)), 0, false, 1, false);
   c.doc_split = take(a, "doc_split", c.doc_split);
   c.val_fraction = real_option("val_fraction", take(a, "val_fraction", detail::num(c.val_fraction)), 0, false, 1, true);
   c.seq_len = int_option<int>("seq_len", take(a, "seq_len", std::to_string(c.seq_len)), 2, std::numeric_limits<int>::max(), "tokens per window");
   const int windows = int_option<int>("windows", take(a, "windows", "32"), 0, std::numeric_limits<int>::max(), "0 = every validation window");
-  const int seq_windows = int_option<int>("seq_windows", take(a, "seq_windows", "2"), 0, std::numeric_limits<int>::max(), "0 = none");
+  const int seq_windows = int_option<int>("seq_windows", take(a, "seq_windows", "2"), -1, std::numeric_limits<int>::max(), "0 = none, -1 = all");
   const int monitor = int_option<int>("monitor", take(a, "monitor", "30"), 0, kMaxPasses, "passes of the contraction monitor, 0 = off");
   const std::string passes = take(a, "passes", "");
   const int K_opt = passes.empty() ? 0 : int_option<int>("passes", passes, 1, kMaxPasses, "passes to evaluate");
@@ -170,11 +173,17 @@ int cmd_eval(Args a) {
     std::printf("checkpoint %s: %zu parameters, fuser %s; data %s\n", ck.c_str(), m.params.size(), m.cfg.fuser.c_str(), data->describe().c_str());
     const auto vl = evaluate_passes(m, w, *data, c.seq_len, K, windows);
     for (int k = 0; k < K; ++k) std::printf("  pass %d validation loss %.4f%s\n", k + 1, vl[k], k == 0 ? "  (standard)" : "");
+    const int nw = detail::parallel_eval_windows(*data, c.seq_len, windows);
+    const double opt = data->mean_optimal_loss(c.seq_len, nw);
+    if (!std::isnan(opt)) std::printf("  optimal loss %.4f  (the data's closed form, same %d windows)\n", opt, nw);
     Decoder<M> dec(m, kSep);
-    if (seq_windows > 0) {
+    if (seq_windows != 0) {
       std::printf("  sequential (standard) loss %.4f\n", sequential_loss(dec, *data, c.seq_len, seq_windows, DecodeModeSpec{}));
       if (M::has_feedback)
         std::printf("  sequential (soft) loss %.4f\n", sequential_loss(dec, *data, c.seq_len, seq_windows, DecodeModeSpec::parse("soft")));
+      const int ns = detail::sequential_eval_windows(*data, c.seq_len, seq_windows);
+      const double sopt = data->mean_optimal_loss(c.seq_len, ns);
+      if (!std::isnan(sopt)) std::printf("  optimal loss %.4f  (the same %d windows as the sequential losses)\n", sopt, ns);
     }
     if (M::has_feedback && monitor > 0) {
       std::vector<int> tok, tgt;
@@ -258,17 +267,21 @@ struct DemoModel {
 int cmd_demo(Args a) {
   if (wants_help(a)) {
     std::printf(
-        "fbt demo [--task addition|state_tracking|multihop] [--task_difficulty N] [--steps N] [--examples N] [--out_dir DIR]\n\n"
+        "fbt demo [--task addition|state_tracking|multihop|running_sum|permutation|brackets] [--task_difficulty N] [--trace_tag true|false]\n"
+        "         [--steps N] [--examples N] [--out_dir DIR]\n\n"
         "Trains a baseline (fuser none) and a full-bandwidth model (glu fuser, the paper's schedule: single-pass\n"
         "for 75%% of the steps, then 88%% 2-pass and 12%% 3-pass batches) of the same size on the same tokens,\n"
         "one per core, then prints side by side: validation loss per decoding mode, task accuracy and median\n"
         "trace length per mode (greedy), and decode ms/token in standard and soft mode. Logs and checkpoints\n"
-        "go to OUT_DIR/baseline and OUT_DIR/fbt, the table also to OUT_DIR/demo.json.\n");
+        "go to OUT_DIR/baseline and OUT_DIR/fbt, the table also to OUT_DIR/demo.json. A running-state task has no\n"
+        "answers to check: the table shows its optimal loss instead. --trace_tag true asks each prompt for a level and\n"
+        "reports accuracy and trace length per requested level (the same --examples problems at every level).\n");
     return 0;
   }
   TrainConfig base;
   base.data = "task:" + take(a, "task", "addition");
   base.task_difficulty = int_option<int>("task_difficulty", take(a, "task_difficulty", "3"), 1, std::numeric_limits<int>::max());
+  base.trace_tag = detail::parse_bool("trace_tag", take(a, "trace_tag", "false"));
   base.steps = int_option<long>("steps", take(a, "steps", "600"), 1, std::numeric_limits<long>::max(), "optimizer steps");
   const int n_examples = int_option<int>("examples", take(a, "examples", "100"), 0, 1000000, "task examples per decoding mode");
   const std::string out_dir = take(a, "out_dir", "runs/demo");
@@ -291,9 +304,11 @@ int cmd_demo(Args a) {
               base.data.c_str(), base.task_difficulty, base.steps, base.batch_size, base.seq_len);
   std::printf("  baseline %zu parameters; full-bandwidth %zu (+ the fuser and N_in)\n", trainer_b.model.params.size(),
               trainer_f.model.params.size());
-  TaskConfig task{base.data.substr(5), base.task_difficulty, base.p_full, base.p_compressed, base.p_answer};
-  const auto examples = eval_examples(task, n_examples, 20261202);
-  const int max_bytes = max_solution_bytes(task) + 8;
+  const bool reasoning = !is_state_task_data(base);  // a running-state task has no answers to check
+  const TaskConfig task = task_config(base);
+  const auto examples = !reasoning ? std::vector<Example>{}
+                        : base.trace_tag ? eval_examples_at_levels(task, n_examples, 20261202) : eval_examples(task, n_examples, 20261202);
+  const int max_bytes = reasoning ? max_solution_bytes(task) + 8 : 0;
   const auto t0 = std::chrono::steady_clock::now();
   auto work = [&](DemoModel& d, auto& trainer, std::vector<std::string> modes) {
     try {
@@ -301,7 +316,8 @@ int cmd_demo(Args a) {
       trainer.run(nullptr);
       d.eval = trainer.evaluate();
       auto& dec = trainer.decoder();
-      for (const auto& md : modes) d.tasks.push_back(evaluate_task(dec, task, examples, DecodeModeSpec::parse(md), max_bytes));
+      if (reasoning)
+        for (const auto& md : modes) d.tasks.push_back(evaluate_task(dec, task, examples, DecodeModeSpec::parse(md), max_bytes));
       d.ms_per_token["standard"] = decode_ms_per_token(dec, DecodeModeSpec{}, 32, 96);
       if (trainer.model.feedback()) d.ms_per_token["soft"] = decode_ms_per_token(dec, DecodeModeSpec::parse("soft"), 32, 96);
     } catch (const std::exception& e) {
@@ -345,6 +361,10 @@ int cmd_demo(Args a) {
   std::printf("%-34s %14s %16s\n", "validation loss, fused(2) (pass 3)", "-", cell(f.eval.val_loss.size() > 2 ? f.eval.val_loss[2] : NAN).c_str());
   std::printf("%-34s %14s %16s\n", "validation loss, token by token", cell(b.eval.seq_loss_standard).c_str(), cell(f.eval.seq_loss_soft).c_str());
   std::printf("%-34s %14s %16s\n", "  (baseline standard, fbt soft)", "", "");
+  if (!std::isnan(f.eval.optimal_loss)) {  // the same windows for both models
+    std::printf("%-34s %14s %16s\n", "optimal loss (validation windows)", cell(b.eval.optimal_loss).c_str(), cell(f.eval.optimal_loss).c_str());
+    std::printf("%-34s %14s %16s\n", "optimal loss (token-by-token ones)", cell(b.eval.seq_optimal_loss).c_str(), cell(f.eval.seq_optimal_loss).c_str());
+  }
   auto find = [](const DemoModel& d, const std::string& m) -> const TaskEvalResult* {
     for (const auto& t : d.tasks)
       if (t.mode == m) return &t;
@@ -352,25 +372,47 @@ int cmd_demo(Args a) {
   };
   for (const char* md : {"standard", "soft", "fused(1)", "fused(2)"}) {
     const TaskEvalResult *rb = find(b, md), *rf = find(f, md);
+    if (!rb && !rf) continue;
     std::printf("%-34s %14s %16s\n", (std::string("accuracy, ") + md).c_str(), rb ? cell(rb->accuracy, "%.3f").c_str() : "-",
                 rf ? cell(rf->accuracy, "%.3f").c_str() : "-");
     std::printf("%-34s %14s %16s\n", (std::string("median trace bytes, ") + md).c_str(), rb ? cell(rb->median_trace, "%.1f").c_str() : "-",
                 rf ? cell(rf->median_trace, "%.1f").c_str() : "-");
+    for (const std::string& lv : verbosity_levels()) {  // trace_tag: per requested level
+      auto level = [&](const TaskEvalResult* r) -> const TaskLevelResult* {
+        if (r)
+          for (const auto& l : r->levels)
+            if (l.level == lv) return &l;
+        return nullptr;
+      };
+      const TaskLevelResult *lb = level(rb), *lf = level(rf);
+      if (!lb && !lf) continue;
+      std::printf("%-34s %14s %16s\n", ("  asked " + lv + ": accuracy").c_str(), lb ? cell(lb->accuracy, "%.3f").c_str() : "-",
+                  lf ? cell(lf->accuracy, "%.3f").c_str() : "-");
+      std::printf("%-34s %14s %16s\n", ("  asked " + lv + ": median trace").c_str(), lb ? cell(lb->median_trace, "%.1f").c_str() : "-",
+                  lf ? cell(lf->median_trace, "%.1f").c_str() : "-");
+    }
   }
   for (const char* md : {"standard", "soft"}) {
     auto ms = [&](const DemoModel& d) { return d.ms_per_token.count(md) ? cell(d.ms_per_token.at(md), "%.3f") : std::string("-"); };
     std::printf("%-34s %14s %16s\n", (std::string("decode ms/token, ") + md).c_str(), ms(b).c_str(), ms(f).c_str());
   }
-  std::printf("\n%d task examples (greedy, at most %d bytes each); training tokens %.3gM each; token-equivalent compute: baseline %.3gM, "
+  if (reasoning) std::printf("\n%d task examples (greedy, at most %d bytes each);", int(examples.size()), max_bytes);
+  std::printf("%straining tokens %.3gM each; token-equivalent compute: baseline %.3gM, "
               "full-bandwidth %.3gM.\nThe decode timings ran while the other model was still working, so they are indicative only.\n",
-              n_examples, max_bytes, b.tokens / 1e6, b.compute_tokens / 1e6, f.compute_tokens / 1e6);
+              reasoning ? " " : "\n", b.tokens / 1e6, b.compute_tokens / 1e6, f.compute_tokens / 1e6);
   nlohmann::json j;
   for (const auto& d : models) {
     nlohmann::json m{{"val_loss", d.eval.val_loss}, {"tokens", d.tokens}, {"compute_tokens", d.compute_tokens},
                      {"ms_per_token", d.ms_per_token}};
     if (!std::isnan(d.eval.seq_loss_standard)) m["seq_loss_standard"] = d.eval.seq_loss_standard;
     if (!std::isnan(d.eval.seq_loss_soft)) m["seq_loss_soft"] = d.eval.seq_loss_soft;
-    for (const auto& t : d.tasks) m["tasks"][t.mode] = {{"accuracy", t.accuracy}, {"median_trace", t.median_trace}, {"completed", t.completed}};
+    if (!std::isnan(d.eval.optimal_loss)) m["optimal_loss"] = d.eval.optimal_loss;
+    if (!std::isnan(d.eval.seq_optimal_loss)) m["seq_optimal_loss"] = d.eval.seq_optimal_loss;
+    for (const auto& t : d.tasks) {
+      m["tasks"][t.mode] = {{"accuracy", t.accuracy}, {"median_trace", t.median_trace}, {"completed", t.completed}};
+      for (const auto& l : t.levels)
+        m["tasks"][t.mode]["levels"][l.level] = {{"accuracy", l.accuracy}, {"median_trace", l.median_trace}, {"completed", l.completed}};
+    }
     j[d.name] = m;
   }
   std::filesystem::create_directories(out_dir);

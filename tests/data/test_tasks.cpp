@@ -502,3 +502,58 @@ TEST(TaskDataset, EvalWindowsArePackedLikeTrainingRows) {
   o.val_seed = 1;
   EXPECT_NE(TaskDataset(task("state_tracking", 4), o).val_stream(), expect);
 }
+
+TEST(Tasks, TraceTagOffIsTheUntaggedDataByteForByte) {
+  // Rng(42), difficulty 2: the texts generated before trace_tag existed
+  const char* golden[] = {
+      "78+96=?\n14 17\n#### 174\n",
+      "20+52=?\n#### 72\n",
+      "37+46=?\n7+6=13 c1; 3+4+1=8 c0\n#### 83\n",
+      "A=8 B=8 C=1 D=6; A=C; C=2; B?\n#### 8\n",
+      "A=7 B=3 C=6 D=0; A+=D; swap B C; A?\n7630\n#### 7\n",
+      "A=5 B=3 C=0 D=5; D=3; D+=A; D?\n#### 8\n",
+      "m9=4; e5=m9; m2=7; d0=e5; v8=k1; t8=2; k1=m2; r5=t8; c5=r5; c5?\nc5 r5 t8\n#### 2\n",
+      "l5=o2; k8=l5; b9=1; c8=4; f7=c8; o2=2; u9=q2; h2=f7; q2=b9; u9?\nu9=q2; q2=b9; b9=1\n#### 1\n",
+      "i9=a8; i4=v0; d1=k5; c6=i4; k5=v4; v0=1; q8=i9; a8=7; v4=8; c6?\nc6 i4 v0\n#### 1\n"};
+  int i = 0;
+  for (const std::string& name : task_names()) {
+    TaskConfig c = task(name, 2);
+    EXPECT_FALSE(c.trace_tag);
+    Rng rng(42);
+    for (int k = 0; k < 3; ++k) EXPECT_EQ(generate(c, rng).text(), golden[i++]);
+  }
+}
+
+TEST(Tasks, TraceTagStatesTheLevelInThePromptAndChangesNothingElse) {
+  for (const std::string& name : task_names()) {
+    TaskConfig plain = task(name, 3), tagged = plain;
+    tagged.trace_tag = true;
+    Rng a(9), b(9);
+    for (int k = 0; k < 60; ++k) {
+      const Example x = generate(plain, a), y = generate(tagged, b);
+      ASSERT_EQ(x.level, y.level);
+      EXPECT_EQ(y.prompt, x.prompt.substr(0, x.prompt.size() - 1) + " " + x.level + "\n");  // "472+359=? full\n"
+      EXPECT_EQ(y.prompt.substr(y.prompt.size() - x.level.size() - 3), "? " + x.level + "\n");
+      EXPECT_EQ(y.solution, x.solution);
+      EXPECT_EQ(y.answer, x.answer);
+      EXPECT_LE(int(y.prompt.size()), max_prompt_bytes(tagged)) << y.prompt;
+    }
+    EXPECT_EQ(a.state(), b.state()) << "the tag draws nothing";
+    // eval_examples_at_levels: the same n problems at each level, in the order full, compressed, answer
+    const int n = 7;
+    const std::vector<Example> ex = eval_examples_at_levels(tagged, n, 123);
+    ASSERT_EQ(int(ex.size()), 3 * n);
+    for (int l = 0; l < 3; ++l)
+      for (int k = 0; k < n; ++k) {
+        const Example& e = ex[std::size_t(l) * n + k];
+        EXPECT_EQ(e.level, verbosity_levels()[l]);
+        EXPECT_EQ(e.answer, ex[std::size_t(k)].answer);
+        EXPECT_EQ(e.prompt.substr(0, e.prompt.size() - e.level.size() - 1), ex[std::size_t(k)].prompt.substr(0, ex[std::size_t(k)].prompt.size() - 5));
+        EXPECT_EQ(e.prompt.substr(e.prompt.size() - e.level.size() - 1), e.level + "\n");
+      }
+    // the dataset says so and its validation set asks for levels
+    const TaskDataset ds(tagged);
+    EXPECT_TRUE(contains(ds.describe(), "level stated in the prompt")) << ds.describe();
+    for (const Example& e : ds.val_examples()) ASSERT_EQ(e.prompt.substr(e.prompt.size() - e.level.size() - 3), "? " + e.level + "\n");
+  }
+}

@@ -226,3 +226,32 @@ TEST_F(AblateFiles, AFailedRunIsRecordedAndTheGridGoesOn) {
   EXPECT_NE(csv[0].find(",error"), std::string::npos);
   EXPECT_NE(csv[1].find("failed"), std::string::npos);
 }
+
+TEST_F(AblateFiles, RunningStateTasksRecordTheOptimumAndTraceTagRunsReportEachLevel) {
+  AblationGrid g = tiny_grid(path("grid"));
+  g.runs = {{{"data", "task:brackets"}, {"task_difficulty", "3"}, {"task_length", "10"}},
+            {{"trace_tag", "true"}}};
+  g.task_lengths = {1};
+  ASSERT_EQ(run_grid(g, nullptr), 0);
+  // the running-state run: its optimum beside the losses, losses by position, no answers to check
+  const auto s = read_json(g.out_dir + "/data=task_brackets+task_difficulty=3+task_length=10+seed=1/result.json");
+  ASSERT_EQ(s.at("status"), "done") << s.dump();
+  const auto& e = s.at("eval");
+  StateTaskConfig sc;
+  sc.name = "brackets", sc.difficulty = 3, sc.length = 10;
+  EXPECT_NEAR(e.at("optimal_loss").get<double>(), StateTaskDataset(sc).mean_optimal_loss(32, 2), 1e-12);
+  EXPECT_TRUE(e.contains("seq_optimal_loss"));
+  EXPECT_EQ(e.at("loss_by_position").at("optimal").size(), 33u);
+  EXPECT_FALSE(s.contains("tasks"));
+  // the trace_tag run: every requested level, on the same task_examples problems
+  const auto r = read_json(g.out_dir + "/trace_tag=true+seed=1/result.json");
+  ASSERT_EQ(r.at("status"), "done") << r.dump();
+  EXPECT_FALSE(r.at("eval").contains("optimal_loss"));
+  const auto& t = r.at("tasks").at("soft@1x");
+  EXPECT_EQ(t.at("examples"), 3 * g.task_examples);
+  for (const char* lv : {"full", "compressed", "answer"}) EXPECT_EQ(t.at("levels").at(lv).at("examples"), g.task_examples) << lv;
+  const auto csv = lines(g.out_dir + "/summary.csv");
+  ASSERT_EQ(csv.size(), 3u);
+  for (const char* col : {",optimal_loss,", ",seq_optimal_loss", ",accuracy_soft@1x_answer,", ",median_trace_fused(2)@1x_full"})
+    EXPECT_NE(csv[0].find(col), std::string::npos) << col << " in " << csv[0];
+}

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <tuple>
 
 #include "fbt/train/trainer.hpp"
 #include "../common/io_test.hpp"
@@ -98,7 +99,7 @@ TEST(TrainConfigValidate, EveryFieldIsRangeChecked) {
   expect_refused("lambda_ramp", "-3", ">= 0");
   expect_refused("eval_every", "-1", ">= 0");
   expect_refused("eval_windows", "-1", ">= 0");
-  expect_refused("seq_eval_windows", "-5", ">= 0");
+  expect_refused("seq_eval_windows", "-5", ">= -1");
   expect_refused("monitor_passes", "-1", ">= 0");
   expect_refused("monitor_passes", "1001", "<= 1000");
   expect_refused("checkpoint_every", "-1", ">= 0");
@@ -120,6 +121,51 @@ TEST(TrainConfigValidate, EveryFieldIsRangeChecked) {
   TrainConfig c;
   c.batch_size = 1 << 20, c.seq_len = 4096;
   EXPECT_FBT_ERROR(validate(c), "batch_size", "positions per micro-batch");
+}
+
+TEST(TrainConfigValidate, RunningStateTasksAndTheirFieldsAreChecked) {
+  // the running-state tasks (data/state_tasks.hpp): task_difficulty's range is the task's own
+  auto state = [](const char* name, int d) {
+    TrainConfig c;
+    c.data = std::string("task:") + name, c.task_difficulty = d;
+    return c;
+  };
+  for (const auto& [name, lo, hi] : {std::tuple<const char*, int, int>{"running_sum", 2, 10}, {"permutation", 3, 4}, {"brackets", 2, 64}}) {
+    EXPECT_NO_THROW(validate(state(name, lo))) << name;
+    EXPECT_NO_THROW(validate(state(name, hi))) << name;
+    const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "] for task " + name;
+    EXPECT_FBT_ERROR(validate(state(name, lo - 1)), "invalid training config: task_difficulty", range, "got " + std::to_string(lo - 1));
+    EXPECT_FBT_ERROR(validate(state(name, hi + 1)), "invalid training config: task_difficulty", range, "got " + std::to_string(hi + 1));
+  }
+  expect_refused("task_reveal", "1.5", "[0, 1]");
+  expect_refused("task_reveal", "-0.25", "[0, 1]");
+  expect_refused("task_length", "0", "[1, 4096]");
+  expect_refused("task_length", "4097", "[1, 4096]");
+  TrainConfig c = state("brackets", 3);
+  c.task_reveal = std::nan("");
+  EXPECT_FBT_ERROR(validate(c), "task_reveal");
+  c = state("sorting", 3);
+  EXPECT_FBT_ERROR(validate(c), "data", "unknown task \"sorting\"", "running_sum, permutation, brackets");
+  // the new fields read back from the run's record; trace_tag is a boolean
+  c = state("permutation", 4);
+  c.task_length = 77, c.task_reveal = 0.25, c.trace_tag = true;
+  TrainConfig back;
+  apply_json(back, to_json(c), "test");
+  EXPECT_EQ(back.task_length, 77);
+  EXPECT_EQ(back.task_reveal, 0.25);
+  EXPECT_TRUE(back.trace_tag);
+  EXPECT_FBT_ERROR(set_config_field(c, "trace_tag", "maybe"), "trace_tag", "true or false");
+  EXPECT_EQ(TrainConfig{}.task_length, 32);
+  EXPECT_EQ(TrainConfig{}.task_reveal, 0.5);
+  EXPECT_FALSE(TrainConfig{}.trace_tag);
+  // the data source each names
+  EXPECT_NE(dynamic_cast<StateTaskDataset*>(make_data_source(state("running_sum", 2)).get()), nullptr);
+  TrainConfig a;
+  a.trace_tag = true;
+  const auto src = make_data_source(a);
+  const auto* tasks = dynamic_cast<TaskDataset*>(src.get());
+  ASSERT_NE(tasks, nullptr);
+  EXPECT_TRUE(tasks->config().trace_tag);
 }
 
 TEST(TrainConfigValidate, NonFiniteValuesSetInCodeAreRefusedToo) {

@@ -162,6 +162,9 @@ TEST(Trainer, RunWritesLogsAndCheckpoint) {
     const auto j = nlohmann::json::parse(line);
     EXPECT_EQ(j["val_loss"].size(), 3u);
     EXPECT_TRUE(j.contains("contraction"));
+    EXPECT_FALSE(j.contains("optimal_loss")) << "addition has no known optimum";
+    EXPECT_FALSE(j["loss_by_position"].contains("optimal"));
+    EXPECT_EQ(j["loss_by_position"]["pass"].size(), 3u);
     ++ne;
   }
   EXPECT_EQ(n, 4);
@@ -170,6 +173,49 @@ TEST(Trainer, RunWritesLogsAndCheckpoint) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoint/train_state.safetensors"));
   const Model<float> m = load_model<Model<float>>(dir + "/checkpoint/model.safetensors");
   EXPECT_EQ(std::memcmp(m.params.values(), t.model.params.values(), m.params.size() * sizeof(float)), 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Trainer, EvaluationCarriesTheOptimumAndLossesByPosition) {
+  // a running-state task: the optimum beside every loss, every loss by position, all sequential windows
+  const std::string dir = temp_dir("optimum");
+  TrainConfig c = tiny(dir);
+  c.data = "task:running_sum", c.task_difficulty = 4, c.task_length = 12, c.seq_len = 32;
+  c.steps = 2, c.eval_every = 0, c.eval_windows = 3, c.seq_eval_windows = -1, c.monitor_passes = 0;
+  Trainer<Model<float>> t(c);
+  t.run(nullptr);
+  std::ifstream elog(dir + "/eval.jsonl");
+  std::string line;
+  ASSERT_TRUE(std::getline(elog, line));
+  const auto j = nlohmann::json::parse(line);
+  const StateTaskDataset data(state_task_config(c));
+  const int nw = data.num_eval_windows(c.seq_len);
+  ASSERT_GT(nw, 3);
+  EXPECT_NEAR(j["optimal_loss"].get<double>(), data.mean_optimal_loss(c.seq_len, 3), 1e-12);
+  EXPECT_NEAR(j["seq_optimal_loss"].get<double>(), data.mean_optimal_loss(c.seq_len, nw), 1e-12) << "seq_eval_windows -1: every window";
+  const auto& b = j["loss_by_position"];
+  const std::size_t P = std::size_t(c.seq_len) + 1;
+  for (const char* k : {"count", "optimal", "seq_count", "seq_standard", "seq_soft", "seq_optimal"}) EXPECT_EQ(b[k].size(), P) << k;
+  ASSERT_EQ(b["pass"].size(), 3u);
+  auto weighted = [&](const nlohmann::json& mean, const nlohmann::json& count) {
+    double s = 0, n = 0;
+    for (std::size_t i = 0; i < P; ++i)
+      if (count[i].get<long>() > 0) s += mean[i].get<double>() * count[i].get<long>(), n += count[i].get<long>();
+      else EXPECT_TRUE(mean[i].is_null()) << "no target at position " << i;
+    return s / n;
+  };
+  for (int k = 0; k < 3; ++k) EXPECT_NEAR(weighted(b["pass"][k], b["count"]), j["val_loss"][k].get<double>(), 1e-9) << "pass " << k + 1;
+  EXPECT_NEAR(weighted(b["optimal"], b["count"]), j["optimal_loss"].get<double>(), 1e-12);
+  EXPECT_NEAR(weighted(b["seq_soft"], b["seq_count"]), j["seq_loss_soft"].get<double>(), 1e-9);
+  EXPECT_NEAR(weighted(b["seq_standard"], b["seq_count"]), j["seq_loss_standard"].get<double>(), 1e-9);
+  EXPECT_NEAR(weighted(b["seq_optimal"], b["seq_count"]), j["seq_optimal_loss"].get<double>(), 1e-12);
+  long n = 0;
+  for (const auto& x : b["seq_count"]) n += x.get<long>();
+  EXPECT_EQ(n, long(nw) * c.seq_len);
+  // the same report from evaluate(), as eval_losses_json writes it
+  const EvalReport e = t.evaluate();
+  EXPECT_EQ(eval_losses_json(e)["optimal_loss"], j["optimal_loss"]);
+  EXPECT_EQ(e.by_position.pass.size(), 3u);
   std::filesystem::remove_all(dir);
 }
 

@@ -7,7 +7,10 @@
 // predicts token t+1, spec section 9). doc_start is 1 at position 0 and wherever the token is kSep
 // (tokenizer.hpp: every document is kSep + its bytes). Evaluation cuts the validation stream into
 // windows of T+1 tokens at stride T, so each validation target is scored exactly once; the last
-// partial window (fewer than T+1 tokens left) is dropped.
+// partial window (fewer than T+1 tokens left) is dropped. (The generated tasks, tasks.hpp and
+// state_tasks.hpp, pack whole documents into windows instead: detail::packed_window_starts.) A source
+// whose data comes from a known process also gives each validation target's optimal loss
+// (eval_window_optimal), which evaluation prints beside every loss.
 #pragma once
 
 #include <algorithm>
@@ -16,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -40,6 +44,28 @@ struct DataSource {
   /// \brief Validation window i (0 <= i < num_eval_windows(T)): one row of T tokens.
   virtual void eval_window(int i, int T, std::vector<int>& tokens, std::vector<int>& targets,
                            std::vector<std::uint8_t>& doc_start) const = 0;
+  /// \brief The optimal loss (nats) of each of the T targets of validation window i: the conditional
+  /// entropy of the target token given every earlier token under the process that made the data
+  /// (state_tasks.hpp). Returns false, with T NaNs, when the data has no known optimum (text files, the
+  /// reasoning tasks of tasks.hpp).
+  virtual bool eval_window_optimal(int i, int T, std::vector<double>& optimal) const {
+    (void)i;
+    optimal.assign(std::size_t(std::max(T, 0)), std::numeric_limits<double>::quiet_NaN());
+    return false;
+  }
+  /// \brief The mean optimal loss over the targets of validation windows 0..n-1 (the windows an evaluation
+  /// of n windows uses); NaN when the data has no known optimum.
+  double mean_optimal_loss(int T, int n) const {
+    std::vector<double> opt;
+    double sum = 0;
+    long count = 0;
+    for (int i = 0; i < n; ++i) {
+      if (!eval_window_optimal(i, T, opt)) return std::numeric_limits<double>::quiet_NaN();
+      for (double v : opt) sum += v;
+      count += long(opt.size());
+    }
+    return count > 0 ? sum / double(count) : std::numeric_limits<double>::quiet_NaN();
+  }
   /// \brief One line for logs: source, sizes, split.
   virtual std::string describe() const = 0;
   virtual int vocab_size() const { return ByteTokenizer::kVocabSize; }
@@ -72,6 +98,23 @@ inline void stream_window(const std::vector<int>& stream, int i, int T, std::vec
                                   std::to_string(n) + ") for T=" + std::to_string(T));
   tokens.resize(T), targets.resize(T), doc_start.resize(T);
   fill_window(stream.data() + std::size_t(i) * T, T, tokens.data(), targets.data(), doc_start.data());
+}
+
+/// Offsets (into a stream of documents starting at doc_off[j], doc_off.back() = the end) of windows of
+/// T+1 tokens, each starting at a document and taking whole documents until it holds T+1 tokens (the rest
+/// of the document it cuts is dropped); a last window that cannot be filled is dropped.
+inline std::vector<std::size_t> packed_window_starts(const std::vector<std::size_t>& doc_off, int T) {
+  FBT_ASSERT(T >= 1, "num_eval_windows: T must be >= 1 (got " + std::to_string(T) + ")");
+  std::vector<std::size_t> starts;
+  const std::size_t n = doc_off.empty() ? 0 : doc_off.size() - 1, need = std::size_t(T) + 1;
+  for (std::size_t s = 0; s < n;) {
+    std::size_t j = s;  // the last document the window takes (cut or exactly filled)
+    while (j < n && doc_off[j + 1] - doc_off[s] < need) ++j;
+    if (j == n) break;  // too few tokens left for a whole window
+    starts.push_back(doc_off[s]);
+    s = j + 1;
+  }
+  return starts;
 }
 
 inline std::string fmt_double(double x) {

@@ -28,6 +28,15 @@
 // A training stream draws the level of each example with probabilities p_full, p_compressed, p_answer
 // (default 1/3 each). Training loss is taken at every position, prompt included (the task text is
 // ordinary language-model data; accuracy is measured separately with eval_examples + check_answer).
+//
+// Trace tag (TaskConfig::trace_tag, default false = the prompts above, byte for byte): the prompt states
+// the level its solution uses, as a word between the "?" and the newline:
+//     "472+359=? full\n"   "472+359=? compressed\n"   "472+359=? answer\n"
+// so a model can be asked for a level, and evaluation (eval_examples_at_levels, train/task_eval.hpp)
+// reports accuracy and trace length per requested level on the same problems.
+//
+// The running-state tasks (running_sum, permutation, brackets) are another family with their own data
+// source: state_tasks.hpp. builtin_task_names() lists both families.
 #pragma once
 
 #include <cmath>
@@ -41,6 +50,7 @@
 #include "../core/rng.hpp"
 #include "../detail/input.hpp"
 #include "dataset.hpp"
+#include "state_tasks.hpp"
 #include "tokenizer.hpp"
 
 namespace fbt {
@@ -55,6 +65,7 @@ struct TaskConfig {
   double p_full = 1.0 / 3;        ///< probability of a full step-by-step trace
   double p_compressed = 1.0 / 3;  ///< probability of a compressed trace
   double p_answer = 1.0 / 3;      ///< probability of the answer alone
+  bool trace_tag = false;         ///< the prompt names the level of its solution ("...? full\n")
 
   void validate() const;
 };
@@ -74,6 +85,13 @@ struct Example {
 inline const std::vector<std::string>& task_names() {
   static const std::vector<std::string> names = {"addition", "state_tracking", "multihop"};
   return names;
+}
+/// Every built-in task name ("task:<name>"): the reasoning tasks above, then the running-state tasks
+/// (state_tasks.hpp, data source StateTaskDataset).
+inline std::vector<std::string> builtin_task_names() {
+  std::vector<std::string> n = task_names();
+  n.insert(n.end(), state_task_names().begin(), state_task_names().end());
+  return n;
 }
 /// The verbosity levels, in the order of TaskConfig's probabilities.
 inline const std::vector<std::string>& verbosity_levels() {
@@ -247,14 +265,20 @@ inline TaskProblem make_problem(const TaskConfig& cfg, Rng& rng, int length_mult
   return make_multihop(d, rng);
 }
 
-inline Example render(TaskProblem&& p, const std::string& level) {
+/// The prompt with its level stated (trace_tag): "...?\n" becomes "...? <level>\n".
+inline std::string tag_prompt(const std::string& prompt, const std::string& level) {
+  FBT_ASSERT(!prompt.empty() && prompt.back() == '\n', "tag_prompt: a prompt ends with a newline");
+  return prompt.substr(0, prompt.size() - 1) + " " + level + "\n";
+}
+
+inline Example render(TaskProblem&& p, const std::string& level, bool trace_tag) {
   Example ex;
   std::string tail = std::string(kAnswerMarker) + p.answer + kEndMarker;
   if (level == "full") ex.solution = p.full + "\n" + tail;
   else if (level == "compressed") ex.solution = p.compressed + "\n" + tail;
   else if (level == "answer") ex.solution = tail;
   else throw Error("fbt: unknown verbosity level '" + level + "' (known: full, compressed, answer)");
-  ex.prompt = std::move(p.prompt);
+  ex.prompt = trace_tag ? tag_prompt(p.prompt, level) : std::move(p.prompt);
   ex.answer = std::move(p.answer);
   ex.level = level;
   return ex;
@@ -305,14 +329,14 @@ inline void TaskConfig::validate() const {
 /// \brief A fresh example: draws the problem (at difficulty * length_mult), then its level from the mix.
 inline Example generate(const TaskConfig& cfg, Rng& rng, int length_mult = 1) {
   detail::TaskProblem p = detail::make_problem(cfg, rng, length_mult);
-  return detail::render(std::move(p), detail::draw_level(cfg, rng));
+  return detail::render(std::move(p), detail::draw_level(cfg, rng), cfg.trace_tag);
 }
 
 /// \brief As generate, at a fixed level ("full" | "compressed" | "answer"); draws the same problem as
 /// generate would from the same Rng state, and no level.
 inline Example generate_at(const TaskConfig& cfg, Rng& rng, const std::string& level, int length_mult = 1) {
   detail::TaskProblem p = detail::make_problem(cfg, rng, length_mult);
-  return detail::render(std::move(p), level);
+  return detail::render(std::move(p), level, cfg.trace_tag);
 }
 
 /// \brief The answer in generated text: the characters between the first "#### " and the next '\n',
@@ -362,9 +386,10 @@ inline int max_solution_bytes(const TaskConfig& cfg, int length_mult = 1) {
 /// \brief Upper bound on the bytes of any prompt at difficulty * length_mult.
 inline int max_prompt_bytes(const TaskConfig& cfg, int length_mult = 1) {
   const int d = detail::effective_difficulty(cfg, length_mult);
-  if (cfg.name == "addition") return 2 * d + 4;          // d + "+" + d + "=?\n"
-  if (cfg.name == "state_tracking") return 10 * d + 20;  // "A=1 B=2 C=3 D=4" + d x "; swap A B" + "; A?\n"
-  return 21 * (d + 1) + 4;                               // 3(d+1) x "ab=cd; " + "ab?\n"
+  const int tag = cfg.trace_tag ? 11 : 0;                      // " compressed"
+  if (cfg.name == "addition") return 2 * d + 4 + tag;          // d + "+" + d + "=?\n"
+  if (cfg.name == "state_tracking") return 10 * d + 20 + tag;  // "A=1 B=2 C=3 D=4" + d x "; swap A B" + "; A?\n"
+  return 21 * (d + 1) + 4 + tag;                               // 3(d+1) x "ab=cd; " + "ab?\n"
 }
 
 /// \brief n examples from Rng(seed) at difficulty * length_mult, levels drawn from cfg's mix (the
@@ -375,6 +400,20 @@ inline std::vector<Example> eval_examples(const TaskConfig& cfg, int n, std::uin
   std::vector<Example> out;
   out.reserve(n);
   for (int i = 0; i < n; ++i) out.push_back(generate(cfg, rng, length_mult));
+  return out;
+}
+
+/// \brief The same n problems at every level (full, compressed, answer: n examples each, in that order):
+/// each level's examples are generate_at from Rng(seed), so example i of every level is one problem. With
+/// trace_tag each prompt asks for its level: what "shorter traces at equal accuracy" is measured on.
+inline std::vector<Example> eval_examples_at_levels(const TaskConfig& cfg, int n, std::uint64_t seed, int length_mult = 1) {
+  if (n < 0) throw Error("fbt: eval_examples_at_levels: n must be >= 0 (got " + std::to_string(n) + ")");
+  std::vector<Example> out;
+  out.reserve(std::size_t(n) * verbosity_levels().size());
+  for (const std::string& level : verbosity_levels()) {
+    Rng rng(seed);
+    for (int i = 0; i < n; ++i) out.push_back(generate_at(cfg, rng, level, length_mult));
+  }
   return out;
 }
 
@@ -441,25 +480,13 @@ class TaskDataset : public DataSource {
   }
 
   /// \brief Offsets in val_stream() of the validation windows of T+1 tokens, packed like training rows.
-  std::vector<std::size_t> eval_window_starts(int T) const {
-    FBT_ASSERT(T >= 1, "num_eval_windows: T must be >= 1 (got " + std::to_string(T) + ")");
-    std::vector<std::size_t> starts;
-    const std::size_t n = val_examples_.size(), need = std::size_t(T) + 1;
-    for (std::size_t s = 0; s < n;) {
-      std::size_t j = s;  // the last example the window takes (cut or exactly filled)
-      while (j < n && ex_off_[j + 1] - ex_off_[s] < need) ++j;
-      if (j == n) break;  // too few tokens left for a whole window
-      starts.push_back(ex_off_[s]);
-      s = j + 1;
-    }
-    return starts;
-  }
+  std::vector<std::size_t> eval_window_starts(int T) const { return detail::packed_window_starts(ex_off_, T); }
 
   std::string describe() const override {
     std::ostringstream os;
     os << "task " << cfg_.name << " (difficulty " << cfg_.difficulty << "; levels full/compressed/answer "
        << detail::fmt_prob(cfg_.p_full) << "/" << detail::fmt_prob(cfg_.p_compressed) << "/"
-       << detail::fmt_prob(cfg_.p_answer) << "), validation " << val_examples_.size() << " examples (seed "
+       << detail::fmt_prob(cfg_.p_answer) << (cfg_.trace_tag ? ", level stated in the prompt" : "") << "), validation " << val_examples_.size() << " examples (seed "
        << opts_.val_seed << ") = " << val_.size() << " tokens";
     return os.str();
   }

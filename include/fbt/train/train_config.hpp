@@ -6,6 +6,7 @@
 // schedule fields the spec's knob names (section 3).
 #pragma once
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -35,6 +36,9 @@ struct TrainConfig {
   std::string data = "task:addition";  ///< "task:<addition|state_tracking|multihop>" or a text file path
   int task_difficulty = 3;
   double p_full = 1.0 / 3, p_compressed = 1.0 / 3, p_answer = 1.0 / 3;
+  bool trace_tag = false;    ///< reasoning tasks: the prompt states the level of its solution (tasks.hpp)
+  int task_length = 32;      ///< running-state tasks: symbols per document (state_tasks.hpp)
+  double task_reveal = 0.5;  ///< running-state tasks: probability of a state-revealing symbol
   std::string doc_split = "blank_line";
   double val_fraction = 0.1;
   // optimisation
@@ -48,7 +52,7 @@ struct TrainConfig {
   std::uint64_t seed = 1;
   int threads = 1;  ///< a step's batch rows split across threads (model/parallel_step.hpp)
   // evaluation and output
-  int eval_every = 200, eval_windows = 32, seq_eval_windows = 2, monitor_passes = 30;
+  int eval_every = 200, eval_windows = 32, seq_eval_windows = 2, monitor_passes = 30;  ///< seq_eval_windows: 0 = off, -1 = all
   int checkpoint_every = 0;  ///< 0 = only at the end
   std::string out_dir = "runs/default";
   bool progress = true;
@@ -252,11 +256,15 @@ inline const std::vector<ConfigField>& train_config_fields() {
     v.push_back({"preset", "the recipe the other fields start from: v1 (fbt's first defaults) | paper (arXiv:2608.08888 as published, spec 10); set first, whatever its place",
                  [](TrainConfig& c, const std::string& s) { apply_preset(c, s); }, [](const TrainConfig& c) { return c.preset; }});
     // data
-    S("data", "task:addition | task:state_tracking | task:multihop | path of a text file", FBT_T(data));
-    I("task_difficulty", "digits / operations / hops of the built-in task", FBT_T(task_difficulty));
+    S("data", "task:addition | task:state_tracking | task:multihop | task:running_sum | task:permutation | task:brackets | path of a text file",
+      FBT_T(data));
+    I("task_difficulty", "digits / operations / hops of a reasoning task; modulus / k of S_k / depth cap of a running-state task", FBT_T(task_difficulty));
     D("p_full", "share of full-trace solutions in the task data", FBT_T(p_full));
     D("p_compressed", "share of compressed-trace solutions", FBT_T(p_compressed));
     D("p_answer", "share of answer-only solutions", FBT_T(p_answer));
+    B("trace_tag", "reasoning tasks: the prompt states the level of its solution (\"472+359=? full\")", FBT_T(trace_tag));
+    I("task_length", "running-state tasks: symbols per document", FBT_T(task_length));
+    D("task_reveal", "running-state tasks: probability that a drawn symbol reveals the state", FBT_T(task_reveal));
     S("doc_split", "text files: blank_line (paragraphs are documents) | none", FBT_T(doc_split));
     D("val_fraction", "text files: share of documents held out for validation", FBT_T(val_fraction));
     // model (Hugging Face Qwen3 names)
@@ -319,7 +327,7 @@ inline const std::vector<ConfigField>& train_config_fields() {
     // evaluation and output
     I("eval_every", "steps between evaluations (0 = only at the end)", FBT_T(eval_every));
     I("eval_windows", "validation windows per evaluation", FBT_T(eval_windows));
-    I("seq_eval_windows", "windows of the sequential-exact loss", FBT_T(seq_eval_windows));
+    I("seq_eval_windows", "windows of the sequential-exact loss (0 = off, -1 = all)", FBT_T(seq_eval_windows));
     I("monitor_passes", "passes of the contraction monitor (0 = off)", FBT_T(monitor_passes));
     I("checkpoint_every", "steps between checkpoints (0 = only at the end)", FBT_T(checkpoint_every));
     S("out_dir", "where logs and checkpoints go", FBT_T(out_dir));
@@ -360,8 +368,22 @@ inline void make_baseline_single_pass(TrainConfig& c) {
 /// Largest config or grid file read (bytes): they hold a few dozen fields.
 inline constexpr std::uint64_t kMaxConfigFileBytes = std::uint64_t(1) << 20;
 
-/// \brief The data fields of a config (data, task_difficulty, p_*, doc_split, val_fraction): what
-/// `fbt eval` checks of a checkpoint's data settings. Throws fbt::Error naming the field and the value.
+/// \brief The reasoning task a config's data names ("task:<name>"; not a running-state task).
+inline TaskConfig task_config(const TrainConfig& c) {
+  TaskConfig t{c.data.rfind("task:", 0) == 0 ? c.data.substr(5) : c.data, c.task_difficulty, c.p_full, c.p_compressed, c.p_answer};
+  t.trace_tag = c.trace_tag;
+  return t;
+}
+/// \brief The running-state task a config's data names ("task:running_sum" ...).
+inline StateTaskConfig state_task_config(const TrainConfig& c) {
+  return StateTaskConfig{c.data.rfind("task:", 0) == 0 ? c.data.substr(5) : c.data, c.task_difficulty, c.task_reveal, c.task_length};
+}
+/// Whether a config's data is a running-state task ("task:running_sum" ...).
+inline bool is_state_task_data(const TrainConfig& c) { return c.data.rfind("task:", 0) == 0 && is_state_task(c.data.substr(5)); }
+
+/// \brief The data fields of a config (data, task_difficulty, p_*, trace_tag, task_length, task_reveal,
+/// doc_split, val_fraction): what `fbt eval` checks of a checkpoint's data settings. Throws fbt::Error
+/// naming the field and the value.
 inline void validate_data(const TrainConfig& c) {
   auto fail = [](const std::string& f, const std::string& why) { throw Error("invalid training config: " + f + ": " + why); };
   if (c.data.empty()) fail("data", "is empty (give task:<name> or a text file)");
@@ -369,7 +391,21 @@ inline void validate_data(const TrainConfig& c) {
   const double pv[3] = {c.p_full, c.p_compressed, c.p_answer};
   for (int i = 0; i < 3; ++i)
     if (!std::isfinite(pv[i]) || pv[i] < 0) fail(pn[i], "must be finite and >= 0, got " + detail::num(pv[i]));
-  if (c.data.rfind("task:", 0) == 0) {
+  if (c.task_length < 1 || c.task_length > kMaxStateTaskLength)
+    fail("task_length", "must be in [1, " + std::to_string(kMaxStateTaskLength) + "] (symbols per document), got " + std::to_string(c.task_length));
+  if (!(c.task_reveal >= 0 && c.task_reveal <= 1)) fail("task_reveal", "must be finite and in [0, 1], got " + detail::num(c.task_reveal));
+  if (is_state_task_data(c)) {
+    try {
+      state_task_config(c).validate();
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      throw Error("invalid training config: " + (m.rfind("fbt: ", 0) == 0 ? m.substr(5) : m));
+    }
+  } else if (c.data.rfind("task:", 0) == 0) {
+    const std::string name = c.data.substr(5);
+    const std::vector<std::string> known = builtin_task_names();
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      fail("data", "unknown task " + detail::quote_value(name) + " (known: " + detail::join(known, ", ") + ")");
     TaskConfig t{c.data.substr(5), c.task_difficulty, c.p_full, c.p_compressed, c.p_answer};
     const int dmax = max_task_difficulty(t.name);
     if (dmax > 0 && (c.task_difficulty < 1 || c.task_difficulty > dmax))
@@ -484,7 +520,7 @@ inline void validate(const TrainConfig& c) {
   // evaluation, output, resources
   at_least("eval_every", c.eval_every, 0);
   at_least("eval_windows", c.eval_windows, 0);
-  at_least("seq_eval_windows", c.seq_eval_windows, 0);
+  at_least("seq_eval_windows", c.seq_eval_windows, -1);
   at_least("monitor_passes", c.monitor_passes, 0);
   if (c.monitor_passes > kMaxPasses)
     fail("monitor_passes", "must be <= " + std::to_string(kMaxPasses) + ", got " + std::to_string(c.monitor_passes));

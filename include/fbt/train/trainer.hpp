@@ -36,12 +36,11 @@
 
 namespace fbt {
 
-/// The data source a config names: "task:<name>" (built-in, generated on the fly) or a text file.
+/// The data source a config names: "task:<name>" (built-in, generated on the fly: a reasoning task of
+/// tasks.hpp or a running-state task of state_tasks.hpp) or a text file.
 inline std::unique_ptr<DataSource> make_data_source(const TrainConfig& c) {
-  if (c.data.rfind("task:", 0) == 0) {
-    TaskConfig t{c.data.substr(5), c.task_difficulty, c.p_full, c.p_compressed, c.p_answer};
-    return std::make_unique<TaskDataset>(t);
-  }
+  if (is_state_task_data(c)) return std::make_unique<StateTaskDataset>(state_task_config(c));
+  if (c.data.rfind("task:", 0) == 0) return std::make_unique<TaskDataset>(task_config(c));
   TextDatasetOptions o;
   o.doc_split = c.doc_split, o.val_fraction = c.val_fraction, o.seq_len = c.seq_len;
   return std::make_unique<TextDataset>(TextDataset::from_file(c.data, o));
@@ -169,6 +168,16 @@ struct StepReport {
   double lr = 0, grad_norm = 0, seconds = 0;
 };
 
+/// Losses by position within a document (evaluate.hpp PositionSums, as means; NaN where a position has no
+/// target): entry i is position i, the last entry pools every position from it on.
+struct LossByPosition {
+  std::vector<long> count;                ///< (P) targets at each position in val_loss's windows
+  std::vector<std::vector<double>> pass;  ///< (K_max, P) mean loss of each pass
+  std::vector<double> optimal;            ///< (P) the data's optimal loss (empty: the data has none)
+  std::vector<long> seq_count;            ///< (P) targets at each position in the sequential windows (empty: not run)
+  std::vector<double> seq_standard, seq_soft, seq_optimal;  ///< (P) each (empty: not run / no feedback / no optimum)
+};
+
 struct EvalReport {
   long step = 0;
   double tokens = 0;
@@ -176,7 +185,33 @@ struct EvalReport {
   double seq_loss_standard = NAN;    ///< token-by-token, no feedback
   double seq_loss_soft = NAN;        ///< token-by-token with true feedback (the sequential-exact loss)
   ContractionCurve contraction;      ///< L(k), delta_k
+  double optimal_loss = NAN;         ///< the data's optimal loss over val_loss's windows (NaN: unknown, e.g. text)
+  double seq_optimal_loss = NAN;     ///< ... over the sequential losses' windows
+  LossByPosition by_position;        ///< the same losses by position within a document
 };
+
+/// \brief The losses of an evaluation as JSON (eval.jsonl, an ablation's result.json): val_loss,
+/// seq_loss_standard, seq_loss_soft, optimal_loss, seq_optimal_loss (each when computed), contraction and
+/// loss_by_position {count, pass, optimal, seq_count, seq_standard, seq_soft, seq_optimal}.
+inline nlohmann::json eval_losses_json(const EvalReport& e) {
+  nlohmann::json j{{"val_loss", e.val_loss}};
+  if (!std::isnan(e.seq_loss_standard)) j["seq_loss_standard"] = e.seq_loss_standard;
+  if (!std::isnan(e.seq_loss_soft)) j["seq_loss_soft"] = e.seq_loss_soft;
+  if (!std::isnan(e.optimal_loss)) j["optimal_loss"] = e.optimal_loss;
+  if (!std::isnan(e.seq_optimal_loss)) j["seq_optimal_loss"] = e.seq_optimal_loss;
+  if (!e.contraction.loss.empty()) j["contraction"] = {{"loss", e.contraction.loss}, {"delta", e.contraction.delta}};
+  const LossByPosition& b = e.by_position;
+  if (!b.count.empty()) {
+    nlohmann::json p{{"count", b.count}, {"pass", b.pass}};  // NaN (no target at a position) is written as null
+    if (!b.optimal.empty()) p["optimal"] = b.optimal;
+    if (!b.seq_count.empty()) p["seq_count"] = b.seq_count;
+    if (!b.seq_standard.empty()) p["seq_standard"] = b.seq_standard;
+    if (!b.seq_soft.empty()) p["seq_soft"] = b.seq_soft;
+    if (!b.seq_optimal.empty()) p["seq_optimal"] = b.seq_optimal;
+    j["loss_by_position"] = p;
+  }
+  return j;
+}
 
 /// \brief The training config a checkpoint directory's run was made with (its train_state's record):
 /// what a program reads to choose the model type (fbt::with_model) before resuming it.
@@ -290,16 +325,31 @@ template <class M> class Trainer {
     return cfg.cooldown_z_loss > 0 && step >= lr_sched.wsd_decay_start() ? cfg.cooldown_z_loss : cfg.model.z_loss;
   }
 
-  /// \brief Per-pass validation losses, the sequential-exact losses and the contraction monitor.
+  /// \brief Per-pass validation losses, the sequential-exact losses, the contraction monitor, the data's
+  /// optimal loss beside them (when known) and all of them by position within a document.
   EvalReport evaluate() {
     model.opts.z_loss = cfg.model.z_loss;  // validation losses use the model's own z-loss (the cooldown's is a training term)
     EvalReport e;
     e.step = step, e.tokens = tokens;
     const int K = M::has_feedback ? std::max(cfg.schedule.K_max, 1) : 1;
-    e.val_loss = evaluate_passes(model, eval_ws_, *data, cfg.seq_len, K, cfg.eval_windows);
-    if (cfg.seq_eval_windows > 0) {
-      e.seq_loss_standard = sequential_loss(dec_, *data, cfg.seq_len, cfg.seq_eval_windows, DecodeModeSpec{});
-      if (M::has_feedback) e.seq_loss_soft = sequential_loss(dec_, *data, cfg.seq_len, cfg.seq_eval_windows, DecodeModeSpec::parse("soft"));
+    const int Tn = cfg.seq_len;
+    std::vector<PositionSums> pass_pos;
+    PositionSums pos;
+    e.val_loss = evaluate_passes(model, eval_ws_, *data, Tn, K, cfg.eval_windows, 8, &pass_pos);
+    LossByPosition& bp = e.by_position;
+    bp.count = pass_pos[0].count;
+    for (const auto& p : pass_pos) bp.pass.push_back(p.mean());
+    const int nw = detail::parallel_eval_windows(*data, Tn, cfg.eval_windows);
+    if (optimal_by_position(*data, Tn, nw, pos)) bp.optimal = pos.mean(), e.optimal_loss = data->mean_optimal_loss(Tn, nw);
+    if (cfg.seq_eval_windows != 0) {  // -1: every validation window
+      e.seq_loss_standard = sequential_loss(dec_, *data, Tn, cfg.seq_eval_windows, DecodeModeSpec{}, &pos);
+      bp.seq_count = pos.count, bp.seq_standard = pos.mean();
+      if (M::has_feedback) {
+        e.seq_loss_soft = sequential_loss(dec_, *data, Tn, cfg.seq_eval_windows, DecodeModeSpec::parse("soft"), &pos);
+        bp.seq_soft = pos.mean();
+      }
+      const int ns = detail::sequential_eval_windows(*data, Tn, cfg.seq_eval_windows);
+      if (optimal_by_position(*data, Tn, ns, pos)) bp.seq_optimal = pos.mean(), e.seq_optimal_loss = data->mean_optimal_loss(Tn, ns);
     }
     if (M::has_feedback && cfg.monitor_passes > 0) {
       const int nb = std::min(4, data->num_eval_windows(cfg.seq_len));
@@ -439,16 +489,16 @@ template <class M> class Trainer {
       const bool last = step == cfg.steps;
       if ((cfg.eval_every > 0 && step % cfg.eval_every == 0) || last) {
         const EvalReport e = evaluate();
-        nlohmann::json ej{{"step", e.step}, {"tokens", e.tokens}, {"compute_tokens", compute_tokens}, {"val_loss", e.val_loss}};
-        if (!std::isnan(e.seq_loss_standard)) ej["seq_loss_standard"] = e.seq_loss_standard;
-        if (!std::isnan(e.seq_loss_soft)) ej["seq_loss_soft"] = e.seq_loss_soft;
-        if (!e.contraction.loss.empty()) ej["contraction"] = {{"loss", e.contraction.loss}, {"delta", e.contraction.delta}};
+        nlohmann::json ej = eval_losses_json(e);
+        ej["step"] = e.step, ej["tokens"] = e.tokens, ej["compute_tokens"] = compute_tokens;
         elog << ej.dump() << std::endl;
         if (out) {
           std::fprintf(out, "\n  eval @ step %ld: val loss per pass", step);
           for (double l : e.val_loss) std::fprintf(out, " %.4f", l);
+          if (!std::isnan(e.optimal_loss)) std::fprintf(out, " (optimum %.4f)", e.optimal_loss);
           if (!std::isnan(e.seq_loss_soft)) std::fprintf(out, " | sequential (soft) %.4f", e.seq_loss_soft);
           if (!std::isnan(e.seq_loss_standard)) std::fprintf(out, " | sequential (standard) %.4f", e.seq_loss_standard);
+          if (!std::isnan(e.seq_optimal_loss)) std::fprintf(out, " (optimum %.4f)", e.seq_optimal_loss);
           if (!e.contraction.loss.empty())
             std::fprintf(out, " | contraction L(k=%zu) %.4f, delta %.2e", e.contraction.loss.size(), e.contraction.loss.back(), e.contraction.delta.back());
           std::fprintf(out, "\n");
