@@ -43,6 +43,11 @@ struct TrainConfig {
   double lr = 3e-3, min_lr = 3e-4, wsd_decay_frac = 0.2;
   long warmup_steps = 50;
   double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8, grad_clip = 1.0;
+  // the matrix optimizer (train/muon.hpp): with muon or normuon the matrices train at matrix_lr and every
+  // other tensor by AdamW at lr; adamw trains every tensor by AdamW
+  std::string optimizer = "adamw";  ///< adamw | muon | normuon
+  double matrix_lr = 1e-2, matrix_weight_decay = 0.01, muon_momentum = 0.95, normuon_beta2 = 0.95;
+  int ns_steps = 5;
   std::uint64_t seed = 1;
   int threads = 1;  ///< a step's batch rows split across threads (model/parallel_step.hpp)
   // evaluation and output
@@ -264,6 +269,12 @@ inline const std::vector<ConfigField>& train_config_fields() {
     D("beta2", "AdamW beta2", FBT_T(beta2));
     D("adam_eps", "AdamW eps", FBT_T(adam_eps));
     D("grad_clip", "clip the global gradient norm (0 = off)", FBT_T(grad_clip));
+    S("optimizer", "adamw (every tensor) | muon | normuon (the matrices; AdamW at lr for the rest)", FBT_T(optimizer));
+    D("matrix_lr", "muon/normuon: peak learning rate of the matrices (same schedule shape as lr)", FBT_T(matrix_lr));
+    D("matrix_weight_decay", "muon/normuon: decoupled weight decay of the matrices (times their scheduled lr)", FBT_T(matrix_weight_decay));
+    D("muon_momentum", "muon/normuon: momentum of the matrices", FBT_T(muon_momentum));
+    D("normuon_beta2", "normuon: decay of the neuron-wise second moment", FBT_T(normuon_beta2));
+    I("ns_steps", "muon/normuon: Newton-Schulz iterations", FBT_T(ns_steps));
     I("seed", "seed of the init, the data and the schedule", FBT_T(seed));
     I("threads", "threads per training step (batch rows split across them)", FBT_T(threads));
     // evaluation and output
@@ -403,6 +414,13 @@ inline void validate(const TrainConfig& c) {
   real_in("beta2", c.beta2, 0, false, 1, true, "[0, 1)");
   real_in("adam_eps", c.adam_eps, 0, true, inf, true, "(0, inf)");
   real_in("grad_clip", c.grad_clip, 0, false, inf, true, "[0, inf) (0 = off)");
+  if (c.optimizer != "adamw" && c.optimizer != "muon" && c.optimizer != "normuon")
+    fail("optimizer", "expected adamw, muon or normuon, got " + detail::quote_value(c.optimizer));
+  real_in("matrix_lr", c.matrix_lr, 0, true, inf, true, "(0, inf)");
+  real_in("matrix_weight_decay", c.matrix_weight_decay, 0, false, inf, true, "[0, inf)");
+  real_in("muon_momentum", c.muon_momentum, 0, false, 1, true, "[0, 1)");
+  real_in("normuon_beta2", c.normuon_beta2, 0, false, 1, true, "[0, 1)");
+  if (c.ns_steps < 1 || c.ns_steps > 100) fail("ns_steps", "must be in [1, 100], got " + std::to_string(c.ns_steps));
   (void)make_lr_schedule(c.lr_schedule, c.lr, c.min_lr, std::min(c.warmup_steps, c.steps), c.steps, c.wsd_decay_frac);  // names the bad field
   // evaluation, output, resources
   at_least("eval_every", c.eval_every, 0);
