@@ -393,6 +393,7 @@ template <class M> class Trainer {
     if (override) override(c);
     auto opt = f.metadata.find("optimizer");
     const std::string opt_s = opt == f.metadata.end() ? std::string("adamw") : opt->second;
+    if (!known_optimizer(opt_s)) field_fail("optimizer", opt_s, "expected adamw, muon or normuon");
     if (opt_s != c.optimizer)
       field_fail("optimizer", opt_s, "the state of another optimizer than the run's (optimizer " + detail::quote_value(c.optimizer) + ")");
     if (c.steps < step)
