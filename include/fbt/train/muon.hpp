@@ -85,9 +85,9 @@ inline std::pair<long, long> matrix_dims(const ParamSpec& p) { return {long(p.sh
 /// (grown on demand, never inside a step of the same model after the first).
 template <class Be> struct MuonWorkspace {
   using T = typename Be::Scalar;
-  typename Be::template Buf<T> x, y;      ///< (R, C) the Newton-Schulz iterate and the next one
+  typename Be::template Buf<T> x, y;        ///< (R, C) the Newton-Schulz iterate and the next one
   typename Be::template Buf<T> gram, poly;  ///< (s, s), s = min(R, C): A = X X^T and B = b A + c A A
-  typename Be::template Buf<T> rows;      ///< (R) NorMuon: each row's sum of squares
+  typename Be::template Buf<T> rows;        ///< (R) NorMuon: each row's sum of squares
   /// Makes room for an (R, C) matrix.
   void reserve(long R, long C) {
     const std::size_t n = std::size_t(R) * std::size_t(C), s = std::size_t(std::min(R, C));
@@ -115,7 +115,8 @@ template <class Be> struct MuonWorkspace {
 /// (Muon's "US'V^T" with S' near I) unless they started very small. The reference transposes a tall G so
 /// that the Gram matrix is the small one; since B is symmetric, (B X^T)^T = X B, so a tall X is iterated
 /// in place with X^T X and X B instead. The reference computes in bf16; this is in T (float or double).
-/// \param g    (R, C) input, in the backend's memory; may be ws.x (then it is overwritten)
+/// \param g    (R, C) input, in the backend's memory; may be ws.x once ws is reserved for (R, C) (then it
+///             is overwritten)
 template <class Be, class T> T* newton_schulz(Be& be, const T* g, long R, long C, int steps, MuonWorkspace<Be>& ws) {
   ws.reserve(R, C);
   const std::size_t n = std::size_t(R) * std::size_t(C);
