@@ -24,6 +24,8 @@
 //   BM_RoPE/<cfg>/{fwd,bwd}        q (N, NH*hs)
 //   BM_SwiGLU/<cfg>/{fwd,bwd}      (N, F)
 //   BM_SoftmaxXent/<cfg>/{fwd,bwd} (N, V), in place
+//   BM_Optimizer/<cfg>/{adamw,muon,normuon}   one update of the whole bench_e2e model (glu fuser, 4 / 6
+//                  layers): adamw_update, or grouped_update (train/muon.hpp); GFLOP/s of Newton-Schulz
 // Run: build/benchmarks/bench_kernels [--benchmark_filter=REGEX] [--benchmark_repetitions=3
 //      --benchmark_report_aggregates_only=true]; benchmarks/README.md has more.
 #include <benchmark/benchmark.h>
@@ -38,12 +40,14 @@
 #include "fbt/core/rng.hpp"
 #include "fbt/backend/cpu.hpp"
 #include "fbt/layers/glu_fuser.hpp"
+#include "fbt/model/model.hpp"
 #include "fbt/ops/activations.hpp"
 #include "fbt/ops/attention.hpp"
 #include "fbt/ops/linear.hpp"
 #include "fbt/ops/rmsnorm.hpp"
 #include "fbt/ops/rope.hpp"
 #include "fbt/ops/softmax_xent.hpp"
+#include "fbt/train/muon.hpp"
 
 using namespace fbt;
 
@@ -56,14 +60,15 @@ constexpr const char* kDefaultMinTime = "--benchmark_min_time=0.1";
 struct Cfg {
   const char* name;
   int D, NH, NKV, F, T, B, V;
+  int L;  ///< layers of the bench_e2e model (the optimizer benchmark updates all of it)
   int hs() const { return D / NH; }
   int N() const { return B * T; }
   int QD() const { return NH * hs(); }
   int KD() const { return NKV * hs(); }
 };
 const Cfg kConfigs[] = {
-    {"tiny", 128, 4, 4, 384, 128, 16, 257},
-    {"small", 256, 8, 4, 768, 256, 8, 257},
+    {"tiny", 128, 4, 4, 384, 128, 16, 257, 4},
+    {"small", 256, 8, 4, 768, 256, 8, 257, 6},
 };
 
 /// n floats, uniform in [-1, 1) from fbt::Rng (64-byte aligned).
@@ -293,6 +298,44 @@ void softmax_xent(benchmark::State& st, const Cfg& c, bool backward) {
   set_gbytes(st, sizeof(float) * (2.0 * N * V + (backward ? 2.0 : 3.0) * N));
 }
 
+// ---- optimizer --------------------------------------------------------------------------------
+
+/// One optimizer update of the whole bench_e2e model of config c (glu fuser), from fixed gradients:
+/// AdamW over every tensor, or the grouped step (Muon / NorMuon for the matrices, AdamW for the rest).
+/// GFLOP/s counts Newton-Schulz's products (per matrix (R, C), s = min(R, C), l = max(R, C), per
+/// iteration: X X^T 2 s^2 l, A A 2 s^3, B X 2 s^2 l); AdamW has none.
+void optimizer_update(benchmark::State& st, const Cfg& c, const std::string& opt) {
+  ModelConfig mc;
+  mc.vocab_size = c.V, mc.hidden_size = c.D, mc.num_hidden_layers = c.L, mc.num_attention_heads = c.NH, mc.num_key_value_heads = c.NKV;
+  mc.intermediate_size = c.F, mc.max_position_embeddings = c.T;
+  Model<float> m(mc, 1);
+  const auto g = rand_buf(m.params.size(), 71, 1e-2);
+  std::copy(g.begin(), g.end(), m.params.grads());
+  AdamWConfig adam;
+  MuonConfig muon;
+  muon.variant = opt == "muon" ? MuonVariant::Muon : MuonVariant::NorMuon;
+  MuonWorkspace<CpuBackend<float>> ws;
+  auto run = [&] {
+    if (opt == "adamw") adamw_update(m.params, adam, 1e-4);
+    else grouped_update(m.params, adam, 1e-4, muon, 1e-4, ws);
+  };
+  run();  // allocates the moments, the row moments and the workspace outside the timing
+  for (auto _ : st) {
+    run();
+    benchmark::DoNotOptimize(m.params.values());
+    benchmark::ClobberMemory();
+  }
+  double flops = 0;
+  if (opt != "adamw")
+    for (const auto& s : m.params.specs())
+      if (param_group(s) == ParamGroup::Matrix) {
+        const double sm = double(std::min(s.shape[0], s.shape[1])), l = double(std::max(s.shape[0], s.shape[1]));
+        flops += muon.ns_steps * (4.0 * sm * sm * l + 2.0 * sm * sm * sm);
+      }
+  set_gflops(st, flops);
+  st.counters["params"] = double(m.params.size());
+}
+
 void register_all() {
   for (const bool tb : {false, true})
     reg(std::string("BM_Gemm/sgemm_1024_") + (tb ? "nt" : "nn"), [tb](benchmark::State& st) { sgemm_square(st, 1024, tb); });
@@ -320,6 +363,8 @@ void register_all() {
     for (const bool b : {false, true}) reg("BM_RoPE/" + cf + "/" + fb[b], [c, b](benchmark::State& st) { rope(st, c, b); });
     for (const bool b : {false, true}) reg("BM_SwiGLU/" + cf + "/" + fb[b], [c, b](benchmark::State& st) { swiglu(st, c, b); });
     for (const bool b : {false, true}) reg("BM_SoftmaxXent/" + cf + "/" + fb[b], [c, b](benchmark::State& st) { softmax_xent(st, c, b); });
+    for (const char* o : {"adamw", "muon", "normuon"})
+      reg("BM_Optimizer/" + cf + "/" + o, [c, o](benchmark::State& st) { optimizer_update(st, c, o); });
   }
 }
 

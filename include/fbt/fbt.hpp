@@ -55,6 +55,7 @@
 #include "train/clip.hpp"
 #include "train/evaluate.hpp"
 #include "train/lr_schedule.hpp"
+#include "train/muon.hpp"
 #include "train/schedule.hpp"
 #include "train/task_eval.hpp"
 #include "train/trainer.hpp"

@@ -1,7 +1,7 @@
 // tests/cuda/engine_checks.hpp: the library's step, optimizer and decoder run over a backend `Be` (through
 // fbt::BackendModel<M, Be> and fbt::Decoder<M, Be>) against the same code on the CPU backend: the whole
-// K-pass step (per-pass losses, diagnostics, every gradient), AdamW, gradient clipping, and KV-cached
-// decoding (logits of prefill and steps, greedy tokens) in every mode.
+// K-pass step (per-pass losses, diagnostics, every gradient), AdamW, the grouped Muon / NorMuon step,
+// gradient clipping, and KV-cached decoding (logits of prefill and steps, greedy tokens) in every mode.
 //
 // Used by tests/cuda/test_engine_host.cpp (fbt_test::HostBackend: runs everywhere, in CI) and by
 // tests/cuda/test_gpu.cu (fbt::cuda::CudaBackend: runs where a GPU exists). Errors are relative:
@@ -22,6 +22,7 @@
 #include "fbt/model/backend_model.hpp"
 #include "fbt/train/adamw.hpp"
 #include "fbt/train/clip.hpp"
+#include "fbt/train/muon.hpp"
 
 namespace fbt_test {
 
@@ -239,6 +240,49 @@ template <class Be, class... A> Worst compare_adamw(const fbt::ModelConfig& cfg,
       worst.add(rel_err(m.params.adam_v() + sp.offset, vvc.data() + sp.offset, sp.size), "adam_v " + sp.name);
     }
     if (m.params.step != 2) worst.add(INFINITY, "AdamW step counter");
+    return worst;
+  });
+}
+
+/// \brief The grouped step (train/muon.hpp: Muon or NorMuon for the matrices, AdamW for the rest; three
+/// updates, with weight decay) on Be (BackendModel::grouped_update) against the CPU (ParamStore), from the
+/// same gradients; then download() must bring back the values, both moments, the row moments and the step.
+template <class Be, class... A> Worst compare_grouped(const fbt::ModelConfig& cfg, fbt::MuonVariant variant, std::uint64_t seed, A&&... be_args) {
+  return fbt::with_model<float>(cfg, [&](auto tag) {
+    using M = typename decltype(tag)::type;
+    M m(cfg, seed);
+    randomize_scaled(m, seed + 1);
+    fbt::Rng rng(seed + 2);
+    fbt::BackendModel<M, Be> dm(m, std::forward<A>(be_args)...);
+    fbt::AdamWConfig a;
+    a.weight_decay = 0.1;
+    fbt::MuonConfig mc;
+    mc.variant = variant, mc.weight_decay = 0.01;
+    fbt::MuonWorkspace<fbt::CpuBackend<float>> ws;
+    for (int it = 0; it < 3; ++it) {
+      for (std::size_t i = 0; i < m.params.size(); ++i) m.params.grads()[i] = float(rng.normal(0.0, 1e-2 * (it + 1)));
+      dm.backend().upload(dm.weights().grad, m.params.grads(), m.params.size());
+      fbt::grouped_update(m.params, a, 3e-3, mc, 2e-2, ws);
+      dm.grouped_update(a, 3e-3, mc, 2e-2);
+    }
+    const bool nor = variant == fbt::MuonVariant::NorMuon;
+    const std::size_t nr = m.params.row_moments_size();
+    const std::vector<float> vc(m.params.values(), m.params.values() + m.params.size());
+    const std::vector<float> mc1(m.params.adam_m(), m.params.adam_m() + m.params.size());
+    const std::vector<float> vvc(m.params.adam_v(), m.params.adam_v() + m.params.size());
+    const std::vector<float> rc = nor ? std::vector<float>(m.params.row_moments(), m.params.row_moments() + nr) : std::vector<float>();
+    m.params.step = 0;
+    if (nor) std::fill(m.params.row_moments(), m.params.row_moments() + nr, -1.f);
+    dm.download();
+    Worst worst;
+    for (const auto& sp : m.params.specs()) {
+      worst.add(rel_err(m.params.values() + sp.offset, vc.data() + sp.offset, sp.size), "value " + sp.name);
+      worst.add(rel_err(m.params.adam_m() + sp.offset, mc1.data() + sp.offset, sp.size), "adam_m " + sp.name);
+      worst.add(rel_err(m.params.adam_v() + sp.offset, vvc.data() + sp.offset, sp.size), "adam_v " + sp.name);
+      if (nor && fbt::param_group(sp) == fbt::ParamGroup::Matrix)
+        worst.add(rel_err(m.params.row_moments() + sp.row_offset, rc.data() + sp.row_offset, std::size_t(sp.shape[0])), "row_v " + sp.name);
+    }
+    if (m.params.step != 3) worst.add(INFINITY, "step counter");
     return worst;
   });
 }

@@ -387,6 +387,18 @@ struct HostBackend {
       }
     }
   }
+  void row_sumsq(float* out, const float* x, int R, int C) {
+    ++launches;
+    for (int r = 0; r < R; ++r) {
+      double s = 0.0;
+      for (int c = 0; c < C; ++c) s += double(x[std::size_t(r) * C + c]) * double(x[std::size_t(r) * C + c]);
+      out[r] = float(s);
+    }
+  }
+  void row_div_sqrt(float* x, const float* v, int R, int C, float eps) {
+    ++launches;
+    for (std::size_t i = 0; i < std::size_t(R) * C; ++i) x[i] = x[i] / (std::sqrt(v[i / C]) + eps);
+  }
   double sum_squares(const float* x, std::size_t n) {
     ++launches;
     double s = 0.0;

@@ -2,7 +2,8 @@
 // for the CUDA backend (tests/cuda/host_backend.hpp: the CUDA kernels' contracts, logsumexp attention,
 // NaN-filled fresh memory), through fbt::BackendModel and fbt::Decoder<M, HostBackend>, against the same
 // code on the CPU backend: the whole step (losses, diagnostics, every gradient) for every fuser and
-// chain knob, a middle-layer tap and a heterogeneous stack; AdamW and clipping; decoding in every mode.
+// chain knob, a middle-layer tap and a heterogeneous stack; AdamW, Muon / NorMuon and clipping; decoding in
+// every mode.
 // No GPU and no nvcc needed, so this runs in CI everywhere: it checks that the shared code works on a
 // backend that is not the CPU's (a different attention state, no zero fill, results returned from
 // reductions); tests/cuda/test_gpu.cu checks the CUDA kernels themselves where a GPU exists.
@@ -42,6 +43,17 @@ TEST(EngineHost, AdamWAndClipMatchCpuPath) {
     const auto w = fbt_test::compare_adamw<HostBackend>(fbt_test::tiny_config(f), 5);
     EXPECT_LT(w.err, kTol) << f << ": " << w.str();
   }
+}
+
+TEST(EngineHost, MuonAndNorMuonMatchCpuPath) {
+  double worst = 0;
+  for (auto v : {fbt::MuonVariant::NorMuon, fbt::MuonVariant::Muon})
+    for (const char* f : {"glu", "gated_add", "concat", "none"}) {
+      const auto w = fbt_test::compare_grouped<HostBackend>(fbt_test::tiny_config(f), v, 5);
+      EXPECT_LT(w.err, kTol) << f << (v == fbt::MuonVariant::Muon ? " muon: " : " normuon: ") << w.str();
+      worst = std::max(worst, w.err);
+    }
+  std::printf("[ worst    ] Muon / NorMuon, 3 grouped steps: %.3g against the CPU\n", worst);
 }
 
 TEST(EngineHost, DecodingMatchesCpuDecoderInEveryMode) {

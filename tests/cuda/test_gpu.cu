@@ -10,7 +10,7 @@
 //   Step         the library's K-pass step on fbt::BackendModel<M, CudaBackend> (losses, diagnostics, every
 //                gradient) for every fuser and chain knob, a middle-layer tap and a heterogeneous stack,
 //                against the CPU step in double from the same weights (< 1e-4); in bf16 mode the losses
-//                (< 1e-2). AdamW and clipping.
+//                (< 1e-2). AdamW, Muon / NorMuon (the grouped step) and clipping.
 //   Decoding     fbt::Decoder<M, CudaBackend>: prefill/step logits and greedy tokens equal to the CPU
 //                Decoder's, in every mode.
 // Every test needing a device calls GTEST_SKIP when none is present (CI: nvcc but no GPU), so the
@@ -504,6 +504,14 @@ TEST_F(Gpu, AdamWAndClipMatchCpuPath) {
     const auto w = fbt_test::compare_adamw<fc::CudaBackend>(fbt_test::tiny_config(f), 5);
     EXPECT_LT(w.err, kFp32) << f << ": " << w.str();
   }
+}
+
+TEST_F(Gpu, MuonAndNorMuonMatchCpuPath) {
+  for (auto v : {fbt::MuonVariant::NorMuon, fbt::MuonVariant::Muon})
+    for (const char* f : {"glu", "gated_add", "concat"}) {
+      const auto w = fbt_test::compare_grouped<fc::CudaBackend>(fbt_test::tiny_config(f), v, 5);
+      EXPECT_LT(w.err, kFp32) << f << (v == fbt::MuonVariant::Muon ? " muon: " : " normuon: ") << w.str();
+    }
 }
 
 TEST_F(Gpu, DecodingMatchesCpuDecoderInEveryMode) {

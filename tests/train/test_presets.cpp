@@ -50,6 +50,9 @@ TEST(Presets, PaperIsThePublishedRecipe) {
   EXPECT_EQ(c.lr, 5e-4);
   EXPECT_EQ(c.weight_decay, 0.0);
   EXPECT_EQ(c.cooldown_z_loss, 1e-5);
+  EXPECT_EQ(c.optimizer, "normuon");
+  EXPECT_EQ(c.matrix_lr, 1e-2);
+  EXPECT_EQ(c.matrix_weight_decay, 0.01);
   EXPECT_EQ(c.schedule.mix_text(), "paper_200b");
   // the feedback phase starts before the cooldown
   c.steps = 1000;

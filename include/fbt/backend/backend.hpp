@@ -40,6 +40,8 @@
 //   softmax_xent_forward(logits -> probs, losses, lse, targets, N, V, z) -> sum of the losses
 //   softmax_xent_backward(probs -> dlogits, lse, targets, N, V, scale, z)
 //   adamw(p, g, m, v, n, AdamWRates, wd)
+//   row_sumsq(out, x, R, C): out (R) = sum over each row of x (R, C) of x^2, accumulated in double  (Muon, NorMuon)
+//   row_div_sqrt(x, v, R, C, eps): row r of x (R, C) /= sqrt(v[r]) + eps                          (NorMuon)
 //   sum_squares(x, n), masked_sumsq(x, mask, R, C), masked_diff_sumsq(a, b, mask, R, C) -> double
 //   masked_sigmoid_moments(z, mask, R, C) -> {sum sigmoid, sum sigmoid^2}     (rows with mask != 0)
 #pragma once

@@ -190,6 +190,14 @@ template <class T> struct CpuBackend {
     Vv = r.b2 * Vv + r.ib2 * G.square();
     P -= r.lr * ((M * r.rbc1) / ((Vv * r.rbc2).sqrt() + r.eps) + wd * P);
   }
+  /// out (R) = sum over each row of x (R, C) of x^2: in double, in index order, rounded to T once.
+  void row_sumsq(T* out, const T* x, int R, int C) {
+    for (int r = 0; r < R; ++r) out[r] = T(sum_squares(x + std::size_t(r) * C, std::size_t(C)));
+  }
+  /// Row r of x (R, C) divided by sqrt(v[r]) + eps (one divisor per row, computed in T).
+  void row_div_sqrt(T* x, const T* v, int R, int C, T eps) {
+    for (int r = 0; r < R; ++r) vec(x + std::size_t(r) * C, C) /= std::sqrt(v[r]) + eps;
+  }
   /// sum x^2 in double, in index order (deterministic).
   double sum_squares(const T* x, std::size_t n) {
     double s = 0.0;

@@ -4,6 +4,9 @@
 // initialisation, the weight-decay mask and the checkpoint tensor names (spec section 8: Hugging Face
 // Qwen3 names, matrices stored (out, in) like nn.Linear). Four identically laid out buffers hold the
 // values, the gradients and the two AdamW moments. Layers keep only offsets into it.
+// A sixth, small buffer holds one value per row of each matrix (rank >= 2: its leading dimension, the
+// output neurons of an (OC, C) weight), laid out in spec order (ParamSpec::row_offset): the neuron-wise
+// second moment of NorMuon (train/muon.hpp). It is allocated, zeroed, only when asked for (row_moments()).
 // finalize() allocates the values only. The gradients and the AdamW moments are allocated, zeroed,
 // the first time anything asks for them (grads(), grad(), zero_grad(), adam_m(), adam_v(), const or
 // not; thread-safe), so training sees exactly what it saw when finalize allocated all four, and a model
@@ -45,6 +48,7 @@ struct ParamSpec {
   Init init;
   double init_std;      ///< for Init::Normal
   bool decay;           ///< AdamW weight decay applies (matrices only)
+  std::size_t row_offset = 0;  ///< first element in the row-moment buffer (matrices: shape[0] of them; others: none)
 };
 
 namespace detail {
@@ -86,10 +90,11 @@ template <class T> class ParamStore {
     }
     FBT_ASSERT(index_.count(name) == 0, "duplicate parameter name \"" + name + "\"");
     for (auto d : shape) FBT_ASSERT(d > 0, "parameter \"" + name + "\" has a zero or negative dimension");
-    ParamSpec s{name, shape, total_, std::size_t(numel(shape)), init, init_std, shape.size() >= 2};
+    ParamSpec s{name, shape, total_, std::size_t(numel(shape)), init, init_std, shape.size() >= 2, rows_total_};
     index_[name] = specs_.size();
     specs_.push_back(s);
     total_ += s.size;
+    if (shape.size() >= 2) rows_total_ += std::size_t(shape[0]);  // one row moment per output neuron
     return s.offset;
   }
   /// \brief Makes `name` (a full name, declared later by a layer) share the tensor `target` (declared
@@ -113,8 +118,8 @@ template <class T> class ParamStore {
     value_.assign(total_, T(0));
     {
       std::lock_guard<std::mutex> g(detail::params_alloc_mutex());
-      grad_ = AlignedVector<T>(), m_ = AlignedVector<T>(), v_ = AlignedVector<T>();
-      grads_ready_.v.store(false), moments_ready_.v.store(false);
+      grad_ = AlignedVector<T>(), m_ = AlignedVector<T>(), v_ = AlignedVector<T>(), row_v_ = AlignedVector<T>();
+      grads_ready_.v.store(false), moments_ready_.v.store(false), rows_ready_.v.store(false);
     }
     finalized_ = true;
   }
@@ -218,17 +223,32 @@ template <class T> class ParamStore {
     ensure_moments();
     return v_.data();
   }
+  /// \brief The row-moment buffer (row_moments_size(): one value per row of each matrix, at
+  /// ParamSpec::row_offset), allocated zero on first use: NorMuon's neuron-wise second moment.
+  T* row_moments() {
+    ensure_row_moments();
+    return row_v_.data();
+  }
+  const T* row_moments() const {
+    ensure_row_moments();
+    return row_v_.data();
+  }
+  /// Elements of the row-moment buffer: the sum of shape[0] over the tensors of rank >= 2.
+  std::size_t row_moments_size() const { return rows_total_; }
   long step = 0;  ///< AdamW step counter t (number of updates applied)
 
   /// True once the gradient buffer exists (something asked for it since finalize()).
   bool has_grads() const { return grads_ready_.v.load(std::memory_order_acquire); }
   /// True once the AdamW moment buffers exist.
   bool has_moments() const { return moments_ready_.v.load(std::memory_order_acquire); }
+  /// True once the row-moment buffer exists (a NorMuon step or a NorMuon state's load asked for it).
+  bool has_row_moments() const { return rows_ready_.v.load(std::memory_order_acquire); }
   /// \brief Bytes the store holds: values, gradients and moments (when allocated) and constants.
   std::size_t allocated_bytes() const {
     std::size_t n = value_.capacity() + consts_.capacity();
     if (has_grads()) n += grad_.capacity();
     if (has_moments()) n += m_.capacity() + v_.capacity();
+    if (has_row_moments()) n += row_v_.capacity();
     return n * sizeof(T);
   }
 
@@ -258,13 +278,24 @@ template <class T> class ParamStore {
     moments_ready_.v.store(true, std::memory_order_release);
   }
 
+  /// Allocates the row moments (zero) once, under a lock.
+  void ensure_row_moments() const {
+    if (rows_ready_.v.load(std::memory_order_acquire) || !finalized_) return;
+    std::lock_guard<std::mutex> g(detail::params_alloc_mutex());
+    if (rows_ready_.v.load(std::memory_order_relaxed)) return;
+    row_v_.assign(rows_total_, T(0));
+    rows_ready_.v.store(true, std::memory_order_release);
+  }
+
   std::size_t total_ = 0;
+  std::size_t rows_total_ = 0;    // elements of the row-moment buffer
   std::size_t consts_total_ = 0;  // elements of the constant tables (== consts_.size() unless planning)
   bool finalized_ = false;
   bool planning_ = false;
   AlignedVector<T> value_;
   mutable AlignedVector<T> grad_, m_, v_;  // allocated on first use (ensure_grads / ensure_moments)
-  mutable detail::CopyableFlag grads_ready_, moments_ready_;
+  mutable AlignedVector<T> row_v_;         // allocated on first use (ensure_row_moments)
+  mutable detail::CopyableFlag grads_ready_, moments_ready_, rows_ready_;
   AlignedVector<T> consts_;
   std::unordered_map<std::string, std::size_t> const_index_;
 };

@@ -161,6 +161,8 @@ class CudaBackend {
   void adamw(float* p, const float* g, float* m, float* v, std::size_t n, const AdamWRates<float>& r, float wd) {
     cuda::adamw_update_tensor(p, g, m, v, n, r, wd, stream_);
   }
+  void row_sumsq(float* out, const float* x, int R, int C) { cuda::row_sumsq(out, x, R, C, stream_); }
+  void row_div_sqrt(float* x, const float* v, int R, int C, float eps) { cuda::row_div_sqrt(x, v, R, C, eps, stream_); }
   /// sum x^2 in double (accumulated on the device; the order of the atomic adds is not fixed).
   double sum_squares(const float* x, std::size_t n) {
     zero(acc_.data(), 2);

@@ -21,6 +21,7 @@
 //   softmax_xent_forward/backward  ops/softmax_xent.hpp  one block per row, in place
 //   bias_forward/backward          ops/linear.hpp
 //   adamw_update_tensor            train/adamw.hpp       one launch per tensor (decay is per tensor)
+//   row_sumsq, row_div_sqrt        train/muon.hpp        NorMuon's row statistics: one block per row / elementwise
 // and the glue the shared model code needs (backend/backend.hpp): add/axpby, masked row copies (plain vs
 // fed-back rows), the seeded jitter (bit-identical to the CPU's SplitMix64 streams), the reductions in
 // double (sums of squares, the masked sums behind the feedback diagnostics), and the decoder's KV-cache
@@ -870,6 +871,36 @@ template <class T> void adamw_update_tensor(T* p, const T* g, T* m, T* v, std::s
   adamw_kernel<T><<<detail::grid_for(n), detail::kThreads, 0, stream>>>(p, g, m, v, long(n), a.b1, a.b2, a.ib1, a.ib2, a.rbc1, a.rbc2, a.eps,
                                                                         a.lr, wd);
   FBT_CUDA_CHECK_LAUNCH("adamw_kernel");
+}
+
+// ============================================================================ NorMuon row statistics
+
+/// out[r] = sum over row r of x^2 (rows of C), accumulated in double and rounded to T once: one block per
+/// row, so each row's sum has a fixed order (deterministic).
+template <class T> __global__ void row_sumsq_kernel(T* out, const T* x, int C) {
+  __shared__ double red[32];
+  const long r = blockIdx.x;
+  double s = 0;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) s += double(x[r * C + c]) * double(x[r * C + c]);
+  s = detail::block_sum(s, red);
+  if (threadIdx.x == 0) out[r] = T(s);
+}
+/// \brief out (R) = the sum of squares of each row of x (R, C) (train/muon.hpp: NorMuon's second moment).
+template <class T> void row_sumsq(T* out, const T* x, int R, int C, cudaStream_t stream) {
+  if (R == 0) return;
+  row_sumsq_kernel<T><<<R, 128, 0, stream>>>(out, x, C);
+  FBT_CUDA_CHECK_LAUNCH("row_sumsq_kernel");
+}
+/// x[i] /= sqrt(v[row of i]) + eps, in T (the CPU's order: root, add, divide).
+template <class T> __global__ void row_div_sqrt_kernel(T* x, const T* v, long n, int C, T eps) {
+  for (long i = long(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += long(gridDim.x) * blockDim.x) x[i] = x[i] / (sqrtf(v[i / C]) + eps);
+}
+/// \brief Row r of x (R, C) divided by sqrt(v[r]) + eps (NorMuon's neuron-wise normalisation).
+template <class T> void row_div_sqrt(T* x, const T* v, int R, int C, T eps, cudaStream_t stream) {
+  const std::size_t n = std::size_t(R) * C;
+  if (n == 0) return;
+  row_div_sqrt_kernel<T><<<detail::grid_for(n), detail::kThreads, 0, stream>>>(x, v, long(n), C, eps);
+  FBT_CUDA_CHECK_LAUNCH("row_div_sqrt_kernel");
 }
 
 // ============================================================================ jitter, reductions

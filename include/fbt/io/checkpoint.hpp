@@ -14,8 +14,9 @@
 // an lm_head.weight in a tied model unless it equals the embedding exactly. F32, F64, BF16 and F16
 // data are accepted and converted to T, straight from the mapped file into the model (load_model
 // builds a model whose gradients and optimizer moments are never allocated unless training asks).
-// The training state (AdamW moments and step, plus whatever the trainer adds: schedule position, RNG
-// states, data position) is a second file, restored bit for bit. All writes are atomic (tmp + rename).
+// The training state (AdamW moments and step, NorMuon's row moments when the run uses it, plus whatever
+// the trainer adds: the optimizer's name, schedule position, RNG states, data position) is a second file,
+// restored bit for bit. All writes are atomic (tmp + rename).
 #pragma once
 
 #include <algorithm>
@@ -293,20 +294,33 @@ template <class M> M load_model(const std::string& path) {
   });
 }
 
-/// \brief Saves the AdamW state of `ps` (atomic): tensors "adam_m.<name>" and "adam_v.<name>" for every
-/// parameter, in T's dtype (F32 / F64); metadata {"format": "fbt-train-state", "step": ps.step} plus
-/// every key of `extra` (schedule position, RNG states, data position: the trainer's to choose).
-/// Refuses an `extra` key "format" or "step" (reserved).
+/// The optimizer names a training state's "optimizer" field may hold (TrainConfig::optimizer); a state
+/// without the field is AdamW's (files from before the field existed).
+inline bool known_optimizer(const std::string& o) { return o == "adamw" || o == "muon" || o == "normuon"; }
+
+/// \brief Saves the optimizer state of `ps` (atomic): tensors "adam_m.<name>" and "adam_v.<name>" for
+/// every parameter and, for NorMuon, "row_v.<name>" (shape[0]: ParamStore::row_moments) for every matrix,
+/// in T's dtype (F32 / F64); metadata {"format": "fbt-train-state", "step": ps.step} plus every key of
+/// `extra` (the optimizer, schedule position, RNG states, data position: the trainer's to choose).
+/// The row moments are written when extra's "optimizer" is "normuon", or, without that key, when `ps`
+/// holds them. Refuses an `extra` key "format" or "step" (reserved) and an unknown "optimizer".
 template <class T>
 void save_train_state(const std::string& path, const ParamStore<T>& ps, const std::map<std::string, std::string>& extra = {}) {
   std::map<std::string, std::string> meta = extra;
   for (const char* k : {"format", "step"})
     if (meta.count(k)) detail::ckpt_fail("save_train_state", path, std::string("extra metadata key \"") + k + "\" is reserved");
+  auto opt = meta.find("optimizer");
+  if (opt != meta.end() && !known_optimizer(opt->second))
+    detail::ckpt_fail("save_train_state", path, "extra metadata \"optimizer\" is \"" + detail::excerpt(opt->second) + "\", expected adamw, muon or normuon");
+  const bool rows = opt != meta.end() ? opt->second == "normuon" : ps.has_row_moments();
   meta["format"] = "fbt-train-state";
   meta["step"] = std::to_string(ps.step);
   std::vector<TensorRef> t;
   for (const auto& s : ps.specs()) t.push_back({"adam_m." + s.name, safetensors_dtype<T>(), s.shape, ps.adam_m() + s.offset});
   for (const auto& s : ps.specs()) t.push_back({"adam_v." + s.name, safetensors_dtype<T>(), s.shape, ps.adam_v() + s.offset});
+  if (rows)
+    for (const auto& s : ps.specs())
+      if (s.shape.size() >= 2) t.push_back({"row_v." + s.name, safetensors_dtype<T>(), Shape{s.shape[0]}, ps.row_moments() + s.row_offset});
   save_safetensors(path, t, meta);
 }
 
@@ -324,47 +338,66 @@ template <class T> std::map<std::string, std::string> load_train_state_impl(cons
   if (sv.empty() || sv.size() > 18 || sv.find_first_not_of("0123456789") != std::string::npos)
     fail("__metadata__ field \"step\" is \"" + excerpt(sv) + "\", expected a non-negative integer");
   const long step = std::stol(sv);
+  auto op = f.metadata.find("optimizer");  // absent: a state from before the field (AdamW's)
+  if (op != f.metadata.end() && !known_optimizer(op->second))
+    fail("__metadata__ field \"optimizer\" is \"" + excerpt(op->second) + "\", expected adamw, muon or normuon");
 
-  AlignedVector<T> m(ps.size()), v(ps.size());
+  AlignedVector<T> m(ps.size()), v(ps.size()), rv(ps.row_moments_size());
   std::set<std::string> seen;
+  std::size_t rows_seen = 0;
   for (const auto& e : f.tensors) {
     const std::string who = "tensor \"" + st_name(e.name) + "\": ";
-    const bool is_m = e.name.rfind("adam_m.", 0) == 0, is_v = e.name.rfind("adam_v.", 0) == 0;
-    const std::string pname = (is_m || is_v) ? e.name.substr(7) : std::string();
-    if (pname.empty() || !ps.has(pname))
-      fail(who + "unknown tensor (expected adam_m.<name> / adam_v.<name> of the model's parameters)");
+    const bool is_m = e.name.rfind("adam_m.", 0) == 0, is_v = e.name.rfind("adam_v.", 0) == 0, is_r = e.name.rfind("row_v.", 0) == 0;
+    const std::string pname = (is_m || is_v) ? e.name.substr(7) : is_r ? e.name.substr(6) : std::string();
+    if (pname.empty() || !ps.has(pname) || (is_r && ps.spec(pname).shape.size() < 2))
+      fail(who + "unknown tensor (expected adam_m.<name> / adam_v.<name> of the model's parameters, or row_v.<name> of its matrices)");
     const ParamSpec& s = ps.spec(pname);
+    const Shape want = is_r ? Shape{s.shape[0]} : s.shape;
     if (e.dtype != safetensors_dtype<T>())
       fail(who + "dtype " + e.dtype + ", expected " + safetensors_dtype<T>() + " (moments are restored bit for bit)");
-    if (e.shape != s.shape)
-      fail(who + "shape " + detail::st_shape_str(e.shape) + " in the file, expected " + detail::st_shape_str(s.shape));
-    T* dst = (is_m ? m.data() : v.data()) + s.offset;
+    if (e.shape != want)
+      fail(who + "shape " + detail::st_shape_str(e.shape) + " in the file, expected " + detail::st_shape_str(want));
+    T* dst = is_r ? rv.data() + s.row_offset : (is_m ? m.data() : v.data()) + s.offset;
     detail::ckpt_read_tensor(f, e, dst, fn);
-    if (is_v)
-      for (std::size_t i = 0; i < s.size; ++i)
+    if (is_v || is_r)
+      for (std::size_t i = 0; i < std::size_t(numel(want)); ++i)
         if (dst[i] < T(0))
           fail(who + "negative second moment " + detail::ckpt_num(double(dst[i])) + " at index " +
-               detail::ckpt_index_str(i, s.shape));
+               detail::ckpt_index_str(i, want));
     seen.insert(e.name);
+    rows_seen += is_r;
   }
   for (const char* pre : {"adam_m.", "adam_v."})
     for (const auto& s : ps.specs())
       if (!seen.count(pre + s.name)) fail("missing tensor \"" + std::string(pre) + s.name + "\"");
+  // NorMuon's row moments: all of them exactly when the state is NorMuon's
+  const bool normuon = op != f.metadata.end() && op->second == "normuon";
+  if (rows_seen > 0 || normuon)
+    for (const auto& s : ps.specs())
+      if (s.shape.size() >= 2 && !seen.count("row_v." + s.name))
+        fail("missing tensor \"row_v." + s.name + "\"" + (normuon ? std::string(" (__metadata__ field \"optimizer\" is \"normuon\")") : std::string()));
+  if (rows_seen > 0 && op != f.metadata.end() && !normuon)
+    fail("__metadata__ field \"optimizer\" is \"" + excerpt(op->second) + "\", but the file holds NorMuon's row moments (row_v.*)");
   std::copy(m.begin(), m.end(), ps.adam_m());
   std::copy(v.begin(), v.end(), ps.adam_v());
+  if (rows_seen > 0) std::copy(rv.begin(), rv.end(), ps.row_moments());
+  else if (ps.has_row_moments()) std::fill(ps.row_moments(), ps.row_moments() + ps.row_moments_size(), T(0));
   ps.step = step;
   return f.metadata;
 }
 }  // namespace detail
 
 
-/// \brief Restores the AdamW moments and step of `ps` bit for bit; returns the file's whole metadata
-/// (including "format", "step" and the trainer's extra keys).
+/// \brief Restores the AdamW moments, NorMuon's row moments (when the file has them; else zero) and the
+/// step of `ps` bit for bit; returns the file's whole metadata (including "format", "step" and the
+/// trainer's extra keys, e.g. "optimizer").
 ///
 /// Refuses, with an fbt::Error naming the file and the tensor or field: anything read_safetensors
-/// refuses; a "format" other than "fbt-train-state"; a missing or non-integer "step"; a tensor that is
-/// not adam_m/adam_v of a parameter of `ps`, has a dtype other than T's or a different shape; a missing
-/// moment; a non-finite moment or a negative second moment. On any refusal `ps` is left unchanged.
+/// refuses; a "format" other than "fbt-train-state"; a missing or non-integer "step"; an "optimizer"
+/// other than adamw, muon or normuon; a tensor that is not adam_m/adam_v of a parameter of `ps` or
+/// row_v of one of its matrices, has a dtype other than T's or a different shape; a missing moment (the
+/// row moments: all or none, all when "optimizer" is "normuon", none when it is another); a non-finite
+/// moment or a negative second moment. On any refusal `ps` is left unchanged.
 template <class T> std::map<std::string, std::string> load_train_state(const std::string& path, ParamStore<T>& ps) {
   const char* fn = "load_train_state";
   return detail::ckpt_guard(fn, path, [&] { return detail::load_train_state_impl(path, ps, fn); });

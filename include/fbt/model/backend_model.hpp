@@ -3,10 +3,12 @@
 //
 //   fbt::BackendModel<M, fbt::cuda::CudaBackend> dm(m);   // uploads m's values, moments and step
 //   dm.zero_grad(); dm.multipass_step(batch, opts, stats); dm.clip_grad_norm(1.0); dm.adamw_update(adam, lr);
+//   (or dm.grouped_update(adam, lr, muon, matrix_lr): NorMuon / Muon for the matrices, train/muon.hpp)
 //   dm.download();                                         // m.params now holds the trained state
 //   fbt::Decoder<M, fbt::cuda::CudaBackend> dec(dm, sep);  // KV-cached decoding on the device
 // The parameters, gradients and AdamW moments are four flat buffers with the host ParamStore's layout
-// (the same offsets: a copy either way is one transfer), and the constants (RoPE tables) a fifth. The
+// (the same offsets: a copy either way is one transfer), the constants (RoPE tables) a fifth, and
+// NorMuon's row moments (ParamStore::row_moments, one value per matrix row) a small sixth. The
 // step, the passes, the optimizer and the decoder are the library's own (model/multipass.hpp,
 // train/adamw.hpp, decode/decoder.hpp): the backend only supplies memory and kernels.
 #pragma once
@@ -14,7 +16,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "../train/adamw.hpp"
+#include "../train/muon.hpp"
 #include "../train/clip.hpp"
 #include "multipass.hpp"
 
@@ -30,6 +32,7 @@ template <class M, class Be> class BackendModel {
   template <class... A> explicit BackendModel(M& host, A&&... be_args) : host_(host), be_(std::forward<A>(be_args)...) {
     const std::size_t n = host_.params.size();
     value_.resize(n), grad_.resize(n), m_.resize(n), v_.resize(n);
+    row_v_.resize(std::max<std::size_t>(1, host_.params.row_moments_size()));
     consts_.resize(std::max<std::size_t>(1, host_.params.constants_size()));
     be_.upload(consts_.data(), host_.params.constants(), host_.params.constants_size());
     upload();
@@ -47,25 +50,31 @@ template <class M, class Be> class BackendModel {
   std::uint64_t version() const { return version_; }
   /// The parameters as the backend sees them (what the step and the decoder read).
   Weights<T> weights() { return Weights<T>{value_.data(), grad_.data(), consts_.data()}; }
-  OptimState<T> optim() { return OptimState<T>{value_.data(), grad_.data(), m_.data(), v_.data(), &host_.params.specs(), &step_}; }
+  OptimState<T> optim() { return OptimState<T>{value_.data(), grad_.data(), m_.data(), v_.data(), &host_.params.specs(), &step_, row_v_.data()}; }
 
   // ---- host <-> backend -----------------------------------------------------------------------
-  /// Host values, AdamW moments and step -> backend (after the host weights were changed or loaded).
+  /// Host values, AdamW moments, row moments (zero if the host has none) and step -> backend (after the
+  /// host weights were changed or loaded).
   void upload() {
     const std::size_t n = size();
     be_.upload(value_.data(), host_.params.values(), n);
     be_.upload(m_.data(), host_.params.adam_m(), n);
     be_.upload(v_.data(), host_.params.adam_v(), n);
+    if (host_.params.has_row_moments()) be_.upload(row_v_.data(), host_.params.row_moments(), host_.params.row_moments_size());
+    else be_.zero(row_v_.data(), row_v_.size());
     step_ = host_.params.step;
     ++version_;
   }
-  /// Backend values, gradients, AdamW moments and step -> the host ParamStore (e.g. to save a checkpoint).
+  /// Backend values, gradients, AdamW moments, step, and the row moments when the host has them or a
+  /// NorMuon step ran here -> the host ParamStore (e.g. to save a checkpoint).
   void download() {
     const std::size_t n = size();
     be_.download(host_.params.values(), value_.data(), n);
     be_.download(host_.params.grads(), grad_.data(), n);
     be_.download(host_.params.adam_m(), m_.data(), n);
     be_.download(host_.params.adam_v(), v_.data(), n);
+    if (rows_used_ || host_.params.has_row_moments())
+      be_.download(host_.params.row_moments(), row_v_.data(), host_.params.row_moments_size());
     host_.params.step = step_;
   }
   void download_values(T* dst) { be_.download(dst, value_.data(), size()); }
@@ -77,6 +86,12 @@ template <class M, class Be> class BackendModel {
   double clip_grad_norm(double max_norm) { return fbt::clip_grad_norm(be_, grad_.data(), size(), max_norm); }
   void adamw_update(const AdamWConfig& cfg, double lr) {
     fbt::adamw_update(be_, optim(), cfg, lr);
+    ++version_;
+  }
+  /// One grouped step here (train/muon.hpp): matrices by Muon / NorMuon at matrix_lr, the rest by AdamW at lr.
+  void grouped_update(const AdamWConfig& adam, double lr, const MuonConfig& muon, double matrix_lr) {
+    fbt::grouped_update(be_, optim(), adam, lr, muon, matrix_lr, muon_ws_);
+    rows_used_ = rows_used_ || muon.variant == MuonVariant::NorMuon;
     ++version_;
   }
 
@@ -101,6 +116,9 @@ template <class M, class Be> class BackendModel {
   M& host_;
   Be be_;
   Buf<T> value_, grad_, m_, v_, consts_;
+  Buf<T> row_v_;            // (row_moments_size) NorMuon's neuron-wise second moments
+  bool rows_used_ = false;  // a NorMuon step ran here: download() brings row_v_ back
+  MuonWorkspace<Be> muon_ws_;
   long step_ = 0;
   std::uint64_t version_ = 0;
   Workspace<M, Be> ws_;

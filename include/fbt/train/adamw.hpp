@@ -37,9 +37,33 @@ template <class T> struct OptimState {
   T* v = nullptr;
   const std::vector<ParamSpec>* specs = nullptr;  ///< the layout (offsets, sizes, weight-decay mask)
   long* step = nullptr;                           ///< AdamW's t
+  T* row_v = nullptr;  ///< NorMuon's neuron-wise second moments (ParamStore::row_moments layout); null unless NorMuon runs
 };
 template <class T> OptimState<T> optim_state(ParamStore<T>& ps) {
   return OptimState<T>{ps.values(), ps.grads(), ps.adam_m(), ps.adam_v(), &ps.specs(), &ps.step};
+}
+
+namespace detail {
+/// Refuses (fbt::Error naming the value) betas outside [0, 1), eps <= 0, a negative decay, a bad lr.
+inline void check_adamw(const AdamWConfig& cfg, double lr) {
+  FBT_ASSERT(cfg.beta1 >= 0.0 && cfg.beta1 < 1.0, "AdamW beta1 = " + std::to_string(cfg.beta1) + " must be in [0, 1)");
+  FBT_ASSERT(cfg.beta2 >= 0.0 && cfg.beta2 < 1.0, "AdamW beta2 = " + std::to_string(cfg.beta2) + " must be in [0, 1)");
+  FBT_ASSERT(cfg.eps > 0.0, "AdamW eps = " + std::to_string(cfg.eps) + " must be > 0");
+  FBT_ASSERT(cfg.weight_decay >= 0.0, "AdamW weight_decay must be >= 0");
+  FBT_ASSERT(std::isfinite(lr) && lr >= 0.0, "AdamW lr = " + std::to_string(lr) + " must be finite and >= 0");
+}
+}  // namespace detail
+
+/// \brief The AdamW step number t (>= 1) of the tensors that `pick(spec)` selects, on backend `be`; the
+/// step counter is left alone. What adamw_update runs over every tensor, and a grouped optimizer
+/// (train/muon.hpp) over its Adam group. cfg and lr as adamw_update checks them.
+template <class Be, class T, class Pick> void adamw_apply(Be& be, const OptimState<T>& s, const AdamWConfig& cfg, double lr, long t, Pick pick) {
+  // Bias corrections undo the zero initialisation of m and v (Kingma & Ba, section 3).
+  const double bc1 = 1.0 - std::pow(cfg.beta1, double(t));
+  const double bc2 = 1.0 - std::pow(cfg.beta2, double(t));
+  const AdamWRates<T> r{T(cfg.beta1), T(cfg.beta2), T(1.0 - cfg.beta1), T(1.0 - cfg.beta2), T(1.0 / bc1), T(1.0 / bc2), T(cfg.eps), T(lr)};
+  for (const ParamSpec& p : *s.specs)  // decoupled weight decay only on matrices (embeddings, projections)
+    if (pick(p)) be.adamw(s.value + p.offset, s.grad + p.offset, s.m + p.offset, s.v + p.offset, p.size, r, T(p.decay ? cfg.weight_decay : 0.0));
 }
 
 /// \brief One AdamW step over every parameter, in place, on backend `be`.
@@ -61,18 +85,9 @@ template <class T> OptimState<T> optim_state(ParamStore<T>& ps) {
 /// \param cfg    betas, eps and weight decay (cfg.lr is ignored; pass the scheduled lr)
 /// \param lr     this step's learning rate (from LrSchedule::lr), >= 0
 template <class Be, class T> void adamw_update(Be& be, const OptimState<T>& s, const AdamWConfig& cfg, double lr) {
-  FBT_ASSERT(cfg.beta1 >= 0.0 && cfg.beta1 < 1.0, "AdamW beta1 = " + std::to_string(cfg.beta1) + " must be in [0, 1)");
-  FBT_ASSERT(cfg.beta2 >= 0.0 && cfg.beta2 < 1.0, "AdamW beta2 = " + std::to_string(cfg.beta2) + " must be in [0, 1)");
-  FBT_ASSERT(cfg.eps > 0.0, "AdamW eps = " + std::to_string(cfg.eps) + " must be > 0");
-  FBT_ASSERT(cfg.weight_decay >= 0.0, "AdamW weight_decay must be >= 0");
-  FBT_ASSERT(std::isfinite(lr) && lr >= 0.0, "AdamW lr = " + std::to_string(lr) + " must be finite and >= 0");
+  detail::check_adamw(cfg, lr);
   const long t = ++*s.step;  // 1 on the first update
-  // Bias corrections undo the zero initialisation of m and v (Kingma & Ba, section 3).
-  const double bc1 = 1.0 - std::pow(cfg.beta1, double(t));
-  const double bc2 = 1.0 - std::pow(cfg.beta2, double(t));
-  const AdamWRates<T> r{T(cfg.beta1), T(cfg.beta2), T(1.0 - cfg.beta1), T(1.0 - cfg.beta2), T(1.0 / bc1), T(1.0 / bc2), T(cfg.eps), T(lr)};
-  for (const ParamSpec& p : *s.specs)  // decoupled weight decay only on matrices (embeddings, projections)
-    be.adamw(s.value + p.offset, s.grad + p.offset, s.m + p.offset, s.v + p.offset, p.size, r, T(p.decay ? cfg.weight_decay : 0.0));
+  adamw_apply(be, s, cfg, lr, t, [](const ParamSpec&) { return true; });
 }
 
 /// \brief One AdamW step over every parameter of the store, on the CPU (see above).

@@ -49,6 +49,11 @@ struct TrainConfig {
   long warmup_steps = 50;
   double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8, grad_clip = 1.0;
   double cooldown_z_loss = 0;  ///< z-loss coefficient from the start of the wsd decay on (the paper: 1e-5); 0 = model.z_loss throughout
+  // the matrix optimizer (train/muon.hpp): with muon or normuon the matrices train at matrix_lr and every
+  // other tensor by AdamW at lr; adamw trains every tensor by AdamW
+  std::string optimizer = "adamw";  ///< adamw | muon | normuon
+  double matrix_lr = 1e-2, matrix_weight_decay = 0.01, muon_momentum = 0.95, normuon_beta2 = 0.95;
+  int ns_steps = 5;
   std::uint64_t seed = 1;
   int threads = 1;  ///< a step's batch rows split across threads (model/parallel_step.hpp)
   // evaluation and output
@@ -199,13 +204,13 @@ inline const std::vector<std::pair<std::string, std::vector<std::pair<std::strin
       {"v1",
        {{"input_norm", "all"}, {"gate_norm", "separate"}, {"in_norm_init", "one"}, {"block_norm", "pre"}, {"glu_init", "default"},
         {"z_loss", "0"}, {"cooldown_z_loss", "0"}, {"lr_schedule", "cosine"}, {"lr", "0.003"}, {"min_lr", "0.0003"}, {"warmup_steps", "50"},
-        {"wsd_decay_frac", "0.2"}, {"weight_decay", "0.1"}, {"sigma", "0.02"}, {"lambda", "1"}, {"K_max", "3"}, {"feedback_start", "0.75"},
-        {"pass_mix", "2:0.88,3:0.12"}}},
+        {"wsd_decay_frac", "0.2"}, {"weight_decay", "0.1"}, {"optimizer", "adamw"}, {"matrix_lr", "0.01"}, {"matrix_weight_decay", "0.01"},
+        {"sigma", "0.02"}, {"lambda", "1"}, {"K_max", "3"}, {"feedback_start", "0.75"}, {"pass_mix", "2:0.88,3:0.12"}}},
       {"paper",
        {{"input_norm", "feedback_passes"}, {"gate_norm", "shared"}, {"in_norm_init", "one"}, {"block_norm", "sandwich"}, {"glu_init", "default"},
         {"z_loss", "0"}, {"cooldown_z_loss", "1e-05"}, {"lr_schedule", "wsd"}, {"lr", "0.0005"}, {"min_lr", "0"}, {"warmup_steps", "200"},
-        {"wsd_decay_frac", "0.25"}, {"weight_decay", "0"}, {"sigma", "0.02"}, {"lambda", "1"}, {"K_max", "3"}, {"feedback_start", "0.5"},
-        {"pass_mix", "paper_200b"}}},
+        {"wsd_decay_frac", "0.25"}, {"weight_decay", "0"}, {"optimizer", "normuon"}, {"matrix_lr", "0.01"}, {"matrix_weight_decay", "0.01"},
+        {"sigma", "0.02"}, {"lambda", "1"}, {"K_max", "3"}, {"feedback_start", "0.5"}, {"pass_mix", "paper_200b"}}},
   };
   return p;
 }
@@ -322,6 +327,12 @@ inline const std::vector<ConfigField>& train_config_fields() {
     D("adam_eps", "AdamW eps", FBT_T(adam_eps));
     D("grad_clip", "clip the global gradient norm (0 = off)", FBT_T(grad_clip));
     D("cooldown_z_loss", "z-loss from the wsd decay's first step on (0 = z_loss throughout)", FBT_T(cooldown_z_loss));
+    S("optimizer", "adamw (every tensor) | muon | normuon (the matrices; AdamW at lr for the rest)", FBT_T(optimizer));
+    D("matrix_lr", "muon/normuon: peak learning rate of the matrices (same schedule shape as lr)", FBT_T(matrix_lr));
+    D("matrix_weight_decay", "muon/normuon: decoupled weight decay of the matrices (times their scheduled lr)", FBT_T(matrix_weight_decay));
+    D("muon_momentum", "muon/normuon: momentum of the matrices", FBT_T(muon_momentum));
+    D("normuon_beta2", "normuon: decay of the neuron-wise second moment", FBT_T(normuon_beta2));
+    I("ns_steps", "muon/normuon: Newton-Schulz iterations", FBT_T(ns_steps));
     I("seed", "seed of the init, the data and the schedule", FBT_T(seed));
     I("threads", "threads per training step (batch rows split across them)", FBT_T(threads));
     // evaluation and output
@@ -512,6 +523,13 @@ inline void validate(const TrainConfig& c) {
   real_in("beta2", c.beta2, 0, false, 1, true, "[0, 1)");
   real_in("adam_eps", c.adam_eps, 0, true, inf, true, "(0, inf)");
   real_in("grad_clip", c.grad_clip, 0, false, inf, true, "[0, inf) (0 = off)");
+  if (c.optimizer != "adamw" && c.optimizer != "muon" && c.optimizer != "normuon")
+    fail("optimizer", "expected adamw, muon or normuon, got " + detail::quote_value(c.optimizer));
+  real_in("matrix_lr", c.matrix_lr, 0, true, inf, true, "(0, inf)");
+  real_in("matrix_weight_decay", c.matrix_weight_decay, 0, false, inf, true, "[0, inf)");
+  real_in("muon_momentum", c.muon_momentum, 0, false, 1, true, "[0, 1)");
+  real_in("normuon_beta2", c.normuon_beta2, 0, false, 1, true, "[0, 1)");
+  if (c.ns_steps < 1 || c.ns_steps > 100) fail("ns_steps", "must be in [1, 100], got " + std::to_string(c.ns_steps));
   (void)make_lr_schedule(c.lr_schedule, c.lr, c.min_lr, std::min(c.warmup_steps, c.steps), c.steps, c.wsd_decay_frac);  // names the bad field
   real_in("cooldown_z_loss", c.cooldown_z_loss, 0, false, inf, true, "[0, inf) (0 = off)");
   if (c.cooldown_z_loss > 0 && c.lr_schedule != "wsd")

@@ -4,12 +4,14 @@
 //
 // One optimizer step: the scheduler draws K, lambda and the prefixes (spec 3); grad_accum micro-batches
 // each run multipass_step with gradients scaled by 1/grad_accum; the global norm is clipped; AdamW
-// applies the LR schedule's rate. Every random draw comes from two Rngs (data, schedule) whose states
+// applies the LR schedule's rate (or, with optimizer muon / normuon, AdamW the Adam group's and Muon /
+// NorMuon the matrices' matrix_lr times the same schedule multiplier: train/muon.hpp). Every random draw comes from two Rngs (data, schedule) whose states
 // are saved with the checkpoint, so `N steps` and `N/2 + save + resume + N/2` give the same weights bit
 // for bit. A non-finite loss or gradient stops training with a message naming the step and the pass.
 // Files in out_dir: train.jsonl (every step), eval.jsonl (every evaluation), checkpoint/model.safetensors
 // (weights, Qwen3 names, config in the metadata) and checkpoint/train_state.safetensors (AdamW moments,
-// step, RNG states, token counters, the run's config), each written to a temporary name and renamed.
+// step, NorMuon's row moments, RNG states, token counters, the optimizer's name, the run's config), each
+// written to a temporary name and renamed.
 #pragma once
 
 #include <algorithm>
@@ -27,7 +29,7 @@
 #include "../data/tasks.hpp"
 #include "../io/checkpoint.hpp"
 #include "../model/parallel_step.hpp"
-#include "adamw.hpp"
+#include "muon.hpp"
 #include "clip.hpp"
 #include "evaluate.hpp"
 #include "lr_schedule.hpp"
@@ -166,6 +168,8 @@ struct StepReport {
   int K = 1;
   std::vector<double> loss;  ///< (K) mean over micro-batches
   double lr = 0, grad_norm = 0, seconds = 0;
+  double matrix_lr = 0;          ///< muon / normuon: the matrices' rate this step (0 with adamw)
+  double optimizer_seconds = 0;  ///< of `seconds`, the optimizer update alone (after clipping)
 };
 
 /// Losses by position within a document (evaluate.hpp PositionSums, as means; NaN where a position has no
@@ -238,6 +242,7 @@ template <class M> class Trainer {
   MultiPassScheduler sched;
   LrSchedule lr_sched;
   AdamWConfig adam;
+  MuonConfig muon;  ///< the matrix group's optimizer (used when cfg.optimizer is muon or normuon)
   Rng data_rng, sched_rng;
   long step = 0;               ///< optimizer steps taken
   double tokens = 0;           ///< training tokens seen
@@ -253,6 +258,9 @@ template <class M> class Trainer {
       throw Error("data " + cfg.data + ": the validation split holds no window of " + std::to_string(cfg.seq_len + 1) +
                   " tokens (evaluation needs one; raise val_fraction or lower seq_len)");
     adam.beta1 = cfg.beta1, adam.beta2 = cfg.beta2, adam.eps = cfg.adam_eps, adam.weight_decay = cfg.weight_decay;
+    muon.variant = cfg.optimizer == "muon" ? MuonVariant::Muon : MuonVariant::NorMuon;
+    muon.momentum = cfg.muon_momentum, muon.beta2 = cfg.normuon_beta2, muon.ns_steps = cfg.ns_steps, muon.weight_decay = cfg.matrix_weight_decay;
+    if (cfg.optimizer == "normuon") (void)model.params.row_moments();  // allocated (zero) now: a checkpoint at step 0 holds them
     // the exact workspaces, now that the model exists and before any is allocated (the first step does it)
     const double step = double(step_bytes()), ev = double(eval_bytes());
     check_memory("this training run", step + ev,
@@ -310,7 +318,13 @@ template <class M> class Trainer {
     r.grad_norm = clip_grad_norm(model.params, cfg.grad_clip);
     if (!std::isfinite(r.grad_norm)) throw Error("training stopped at step " + std::to_string(step) + ": non-finite gradient norm (" + std::to_string(r.grad_norm) + ") with K = " + std::to_string(plan_.K));
     r.lr = lr_sched.lr(step);
-    adamw_update(model.params, adam, r.lr);
+    const auto t_opt = std::chrono::steady_clock::now();
+    if (cfg.optimizer == "adamw") adamw_update(model.params, adam, r.lr);
+    else {
+      r.matrix_lr = cfg.matrix_lr * (r.lr / cfg.lr);  // the same schedule multiplier, on the matrices' peak
+      grouped_update(model.params, adam, r.lr, muon, r.matrix_lr, muon_ws_);
+    }
+    r.optimizer_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_opt).count();
     ++step;
     tokens += double(B) * Tn * cfg.grad_accum;
     compute_tokens += double(B) * Tn * cfg.grad_accum * plan_.K;
@@ -376,7 +390,8 @@ template <class M> class Trainer {
     save_safetensors(tmp + "/model.safetensors", model_tensors(model), meta);
     save_train_state(tmp + "/train_state.safetensors", model.params,
                      {{"trainer_step", std::to_string(step)}, {"tokens", detail::num(tokens)}, {"compute_tokens", detail::num(compute_tokens)},
-                      {"data_rng", data_rng.state()}, {"sched_rng", sched_rng.state()}, {"train_config", to_json(cfg).dump()}});
+                      {"data_rng", data_rng.state()}, {"sched_rng", sched_rng.state()}, {"train_config", to_json(cfg).dump()},
+                      {"optimizer", cfg.optimizer}});
     fs::remove_all(old);
     if (fs::exists(dir)) fs::rename(dir, old);
     fs::rename(tmp, dir);
@@ -390,7 +405,8 @@ template <class M> class Trainer {
   /// fbt::Error naming the file and the field: trainer_step (an integer in [0, the run's steps], equal to
   /// AdamW's step and to model.safetensors' step), tokens (step x batch_size x seq_len x grad_accum exactly),
   /// compute_tokens (between tokens and tokens x K_max), data_rng and sched_rng (generator states as
-  /// Rng::state writes them), and the run's config (validate()).
+  /// Rng::state writes them), optimizer (the run's optimizer; absent in states from before it, which are
+  /// AdamW's), and the run's config (validate()).
   static std::unique_ptr<Trainer> resume(const std::string& dir, const std::function<void(TrainConfig&)>& override = {}) {
     const std::string st_path = dir + "/train_state.safetensors", m_path = dir + "/model.safetensors";
     const std::string where = "training state '" + st_path + "'";
@@ -433,6 +449,11 @@ template <class M> class Trainer {
     detail::check_rng_state(data_rng, where, "data_rng");
     detail::check_rng_state(sched_rng, where, "sched_rng");
     if (override) override(c);
+    auto opt = f.metadata.find("optimizer");
+    const std::string opt_s = opt == f.metadata.end() ? std::string("adamw") : opt->second;
+    if (!known_optimizer(opt_s)) field_fail("optimizer", opt_s, "expected adamw, muon or normuon");
+    if (opt_s != c.optimizer)
+      field_fail("optimizer", opt_s, "the state of another optimizer than the run's (optimizer " + detail::quote_value(c.optimizer) + ")");
     if (c.steps < step)
       throw Error("fbt train --resume: steps " + std::to_string(c.steps) + " is below the checkpoint's step " + std::to_string(step) +
                   " in '" + dir + "' (a run cannot go back; give steps >= " + std::to_string(step) + ")");
@@ -471,13 +492,18 @@ template <class M> class Trainer {
                    cfg.seq_len, cfg.grad_accum, sched.mean_passes());
     const auto t0 = std::chrono::steady_clock::now();
     const double tok0 = tokens;
+    double step_s = 0, opt_s = 0;  // this process's steps: their time, and the optimizer's part of it
+    long n_steps = 0;
     while (step < cfg.steps) {
       const StepReport r = train_step();
+      step_s += r.seconds, opt_s += r.optimizer_seconds, ++n_steps;
       if (progress_counter) progress_counter->store(step);
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double tps = (tokens - tok0) / std::max(el, 1e-9), eta = (cfg.steps - step) * double(cfg.batch_size) * cfg.seq_len * cfg.grad_accum / std::max(tps, 1e-9);
       nlohmann::json j{{"step", r.step}, {"tokens", tokens}, {"compute_tokens", compute_tokens}, {"K", r.K}, {"loss", r.loss},
-                       {"lr", r.lr}, {"grad_norm", r.grad_norm}, {"tok_s", double(cfg.batch_size) * cfg.seq_len * cfg.grad_accum / r.seconds}};
+                       {"lr", r.lr}, {"grad_norm", r.grad_norm}, {"tok_s", double(cfg.batch_size) * cfg.seq_len * cfg.grad_accum / r.seconds},
+                       {"optimizer_seconds", r.optimizer_seconds}};
+      if (cfg.optimizer != "adamw") j["matrix_lr"] = r.matrix_lr;
       if (r.K > 1) j["state_rms"] = last_state_rms_, j["gate_mean"] = last_gate_mean_, j["gate_std"] = last_gate_std_, j["feedback_ratio"] = last_ratio_;
       log << j.dump() << "\n";
       if (out && cfg.progress) {
@@ -507,6 +533,9 @@ template <class M> class Trainer {
       if ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || last) save_checkpoint(cfg.out_dir + "/checkpoint");
       log.flush();
     }
+    if (out && n_steps > 0 && step_s > 0)
+      std::fprintf(out, "  optimizer %s: %.1f%% of the step time (%.3g ms of %.3g ms per step)\n", cfg.optimizer.c_str(), 100.0 * opt_s / step_s,
+                   1e3 * opt_s / double(n_steps), 1e3 * step_s / double(n_steps));
     if (out) std::fprintf(out, "  %.3gM training tokens, %.3gM token-equivalent compute (%.3fx), checkpoint in %s/checkpoint\n", tokens / 1e6,
                           compute_tokens / 1e6, compute_tokens / std::max(tokens, 1.0), cfg.out_dir.c_str());
   }
@@ -534,6 +563,7 @@ template <class M> class Trainer {
   }
 
   Decoder<M> dec_;
+  MuonWorkspace<CpuBackend<T>> muon_ws_;
   std::unique_ptr<ParallelStepper<M>> par_;
   Workspace<M> ws_, eval_ws_;
   StepStats st_;
