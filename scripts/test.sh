@@ -10,6 +10,8 @@ bash scripts/setup.sh
 build_dir="${FBT_BUILD_DIR:-build}"
 # FBT_CMAKE_ARGS adds configure options (e.g. "-DFBT_SANITIZE=ON" for the sanitizer run in .ci/run).
 # shellcheck disable=SC2086
-bash scripts/build.sh "$build_dir" -DFBT_BUILD_TESTS=ON ${FBT_CMAKE_ARGS:-}
+# The unit tests share one precompiled header (FBT_TEST_PCH; FBT_CMAKE_ARGS="-DFBT_TEST_PCH=OFF" builds each
+# test file on its own includes, as a check that none misses one).
+bash scripts/build.sh "$build_dir" -DFBT_BUILD_TESTS=ON -DFBT_TEST_PCH=ON ${FBT_CMAKE_ARGS:-}
 echo "+ ctest --test-dir $build_dir --output-on-failure -j ${FBT_JOBS:-2} $*"
 exec ctest --test-dir "$build_dir" --output-on-failure -j "${FBT_JOBS:-2}" "$@"

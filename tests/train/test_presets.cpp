@@ -8,7 +8,7 @@
 #include <fstream>
 #include <set>
 
-#include "fbt/train/trainer.hpp"
+#include "fbt/train/train_config.hpp"
 #include "../common/io_test.hpp"
 
 using namespace fbt;
@@ -124,14 +124,16 @@ TEST(Presets, CooldownZLossNeedsAWsdCooldownAndStartsThere) {
   TrainConfig c;
   c.cooldown_z_loss = 1e-5;
   EXPECT_FBT_ERROR(validate(c), "cooldown_z_loss", "wsd");
-  c.lr_schedule = "wsd", c.steps = 100, c.wsd_decay_frac = 0.25, c.warmup_steps = 10, c.data = "task:addition";
-  c.seq_len = 32, c.batch_size = 2, c.eval_windows = 1, c.model.hidden_size = 16, c.model.num_hidden_layers = 1, c.model.intermediate_size = 32;
-  c.model.num_attention_heads = 2, c.model.num_key_value_heads = 2;
+  c.lr_schedule = "wsd", c.steps = 100, c.wsd_decay_frac = 0.25, c.warmup_steps = 10;
   validate(c);
-  Trainer<Model<float>> t(c);
-  EXPECT_EQ(t.z_loss_at(0), 0.0);
-  EXPECT_EQ(t.z_loss_at(74), 0.0);
-  EXPECT_EQ(t.z_loss_at(75), 1e-5);  // the wsd decay's first step: 100 - round(0.25 * 100)
+  const LrSchedule lr = make_lr_schedule(c.lr_schedule, c.lr, c.min_lr, c.warmup_steps, c.steps, c.wsd_decay_frac);
+  EXPECT_EQ(scheduled_z_loss(c, lr, 0), 0.0);
+  EXPECT_EQ(scheduled_z_loss(c, lr, 74), 0.0);
+  EXPECT_EQ(scheduled_z_loss(c, lr, 75), 1e-5);  // the wsd decay's first step: 100 - round(0.25 * 100)
+  c.model.z_loss = 1e-4;  // without a cooldown value the model's own z_loss throughout
+  c.cooldown_z_loss = 0;
+  EXPECT_EQ(scheduled_z_loss(c, lr, 80), 1e-4);
+  c.cooldown_z_loss = 1e-5;
   c.cooldown_z_loss = -1;
   EXPECT_FBT_ERROR(validate(c), "cooldown_z_loss");
 }

@@ -370,6 +370,13 @@ template <class Range> void set_config_fields(TrainConfig& c, const Range& field
     if (kv.first != "preset") set_config_field(c, kv.first, kv.second);
 }
 
+/// \brief The z-loss coefficient of step `step` of a run of config c whose LR schedule is lr:
+/// cooldown_z_loss from the wsd decay's first step on when set (the paper: 1e-5 in the cooldown), else
+/// the model's z_loss.
+inline double scheduled_z_loss(const TrainConfig& c, const LrSchedule& lr, long step) {
+  return c.cooldown_z_loss > 0 && step >= lr.wsd_decay_start() ? c.cooldown_z_loss : c.model.z_loss;
+}
+
 /// \brief A baseline (fuser none) trains single-pass: its schedule is made so (feedback_start 1, pass_mix
 /// 1:1, K_max 1), whatever the preset or the defaults say, as `fbt ablate` always did.
 inline void make_baseline_single_pass(TrainConfig& c) {

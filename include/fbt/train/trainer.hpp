@@ -333,11 +333,8 @@ template <class M> class Trainer {
     return r;
   }
 
-  /// The z-loss coefficient of step `step`: cooldown_z_loss from the wsd decay's first step on when set,
-  /// else the model's z_loss.
-  double z_loss_at(long step) const {
-    return cfg.cooldown_z_loss > 0 && step >= lr_sched.wsd_decay_start() ? cfg.cooldown_z_loss : cfg.model.z_loss;
-  }
+  /// The z-loss coefficient of step `step` (scheduled_z_loss: cooldown_z_loss from the wsd decay on).
+  double z_loss_at(long step) const { return scheduled_z_loss(cfg, lr_sched, step); }
 
   /// \brief Per-pass validation losses, the sequential-exact losses, the contraction monitor, the data's
   /// optimal loss beside them (when known) and all of them by position within a document.
