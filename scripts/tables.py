@@ -7,7 +7,11 @@
          per-pass validation losses (pass k = fused(k-1) decoding), the token-by-token losses (standard,
          and soft = true feedback), the contraction monitor's L(k_max) and delta_k_max, decode ms/token.
   contraction  stability (spec sections 3 and 6): every full-bandwidth run's contraction monitor at its
-         final checkpoint, L(k) and delta_k = rms(H_k - H_{k-1}) at k = 1, 2, 3, 10, 30.
+         final checkpoint, L(k) and delta_k = rms(H_k - H_{k-1}) at k = 1, 2, 3, 10, 30 (and 100, 1000
+         when the monitor ran that far).
+  positions  loss by position within a document (eval.loss_by_position), per configuration (seeds
+         averaged, weighted by count): each pass (1 = plain, 2 = fused(1), 3 = fused(2)), token by token
+         (standard, soft) and the optimum where the data knows it, over position buckets.
   tasks  built-in tasks: per task, model and decoding mode, greedy accuracy and median trace length at
          each problem length (1x, 2x, 4x the training length), seeds averaged.
 
@@ -86,8 +90,50 @@ def tasks_table(res: list) -> None:
             print(f"| {key} | {len(rs)} | {mode} | " + " | ".join(cells) + " |")
 
 
+def positions_table(res: list) -> None:
+    buckets = [(0, 1), (1, 4), (4, 8), (8, 16), (16, 32), (32, 10 ** 9)]
+    names = ["0", "1-3", "4-7", "8-15", "16-31", "32+"]
+    groups = {}
+    for r in res:
+        bp = (r.get("eval") or {}).get("loss_by_position")
+        if r.get("status") == "done" and bp:
+            groups.setdefault(config_key(r), []).append(bp)
+    print("| configuration | loss | " + " | ".join(f"pos {n}" for n in names) + " |")
+    print("|---|---|" + "---:|" * len(names))
+
+    def bucketed(bps, series, count_key):
+        cells = []
+        for lo, hi in buckets:
+            num = den = 0.0
+            for bp in bps:
+                vals, cnt = bp.get(series), bp.get(count_key)
+                if not vals or not cnt:
+                    continue
+                for i in range(lo, min(hi, len(vals))):
+                    if vals[i] is not None and cnt[i]:
+                        num += vals[i] * cnt[i]
+                        den += cnt[i]
+            cells.append(f"{num / den:.4f}" if den else "-")
+        return cells
+
+    for key, bps in groups.items():
+        rows = []
+        npass = max(len(bp.get("pass", [])) for bp in bps)
+        for j in range(npass):
+            flat = [dict(bp, series=bp["pass"][j]) for bp in bps if j < len(bp.get("pass", []))]
+            rows.append((f"pass {j + 1}" + (" (plain)" if j == 0 else f" (fused({j}))"), bucketed(flat, "series", "count")))
+        for series, label in (("seq_standard", "token by token, standard"), ("seq_soft", "token by token, soft")):
+            if any(bp.get(series) for bp in bps):
+                rows.append((label, bucketed(bps, series, "seq_count")))
+        if any(bp.get("optimal") for bp in bps):
+            rows.append(("optimum", bucketed(bps, "optimal", "count")))
+        for i, (label, cells) in enumerate(rows):
+            print(f"| {key if i == 0 else ''} | {label} | " + " | ".join(cells) + " |")
+
+
 def contraction_table(res: list) -> None:
-    ks = [1, 2, 3, 10, 30]
+    longest = max([len(((r.get("eval") or {}).get("contraction") or {}).get("loss", [])) for r in res] + [0])
+    ks = [k for k in [1, 2, 3, 10, 30, 100, 1000] if k <= max(longest, 30)]
     print("| run | pass mix | " + " | ".join(f"L({k})" for k in ks) + " | " + " | ".join(f"delta_{k}" for k in ks[1:]) + " |")
     print("|---|---|" + "---:|" * (2 * len(ks) - 1))
     for r in res:
@@ -102,10 +148,10 @@ def contraction_table(res: list) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out_dir")
-    ap.add_argument("--kind", choices=["runs", "tasks", "contraction"], default="runs")
+    ap.add_argument("--kind", choices=["runs", "tasks", "contraction", "positions"], default="runs")
     a = ap.parse_args(argv)
     res = load_results(a.out_dir, "tables.py")
-    {"runs": runs_table, "tasks": tasks_table, "contraction": contraction_table}[a.kind](res)
+    {"runs": runs_table, "tasks": tasks_table, "contraction": contraction_table, "positions": positions_table}[a.kind](res)
     return 0
 
 
