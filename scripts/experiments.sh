@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Runs the experiments of docs/EXPERIMENTS.md: five `fbt ablate` grids (examples/experiments/*.json),
+# Runs the experiments of docs/EXPERIMENTS.md: eight `fbt ablate` grids (examples/experiments/*.json: five of v1,
+# three of issue 12's paper recipe),
 # then their tables (scripts/tables.py), the token-multiplier fit (scripts/multiplier.py) and figures
 # (scripts/plots.py), next to each grid's results: OUT_DIR/<grid>/{summary.csv,runs.md,tasks.md,multiplier.md}, OUT_DIR/figures/.
 #
 #   bash scripts/experiments.sh [TEXT_FILE] [OUT_DIR]        (defaults: ../shared/data/tinyshakespeare.txt, runs/experiments)
 #
-# FBT_EXPERIMENTS="multiplier multiplier_tasks stability tasks ablation" picks grids (FBT_EXPERIMENTS=none: only
+# FBT_EXPERIMENTS="multiplier multiplier_tasks stability tasks ablation paper_recipe state_tasks shakespeare_paper" picks grids (FBT_EXPERIMENTS=none: only
 # the tables and figures of existing results); FBT_RESULTS_DIR copies the quoted results out (see the end); FBT_JOBS (default 2) runs at a time.
 # Resumable: run it again after an interruption and finished runs are skipped. Needs a built tree
 # (bash scripts/build.sh build); the figures need matplotlib (python3-matplotlib).
@@ -16,11 +17,12 @@ out="${2:-runs/experiments}"
 fbt="${FBT_BIN:-build/tools/fbt}"
 [[ -x "$fbt" ]] || { echo "experiments.sh: $fbt not found; build first: bash scripts/build.sh build" >&2; exit 1; }
 [[ -f "$text" ]] || { echo "experiments.sh: text file '$text' not found (give its path as the first argument)" >&2; exit 1; }
-for g in ${FBT_EXPERIMENTS:-multiplier multiplier_tasks stability tasks ablation}; do
+all="multiplier multiplier_tasks stability tasks ablation paper_recipe state_tasks shakespeare_paper"
+for g in ${FBT_EXPERIMENTS:-$all}; do
   [[ $g == none ]] && continue
   echo "== grid $g"
   data=()
-  [[ $g == multiplier || $g == ablation || $g == stability ]] && data=(--data "$text")  # the text grids; the others name their task
+  [[ $g == multiplier || $g == ablation || $g == stability || $g == shakespeare_paper ]] && data=(--data "$text")  # the text grids; the others name their task
   (set -x; "$fbt" ablate --grid "examples/experiments/$g.json" "${data[@]}" --out_dir "$out/$g" --jobs "${FBT_JOBS:-2}")
 done
 # a Python with matplotlib for the figures (FBT_PYTHON overrides)
@@ -31,26 +33,27 @@ if [[ -z "$py" ]]; then
   done
 fi
 # tables and figures of whatever grids have results
-for g in multiplier multiplier_tasks; do
+for g in multiplier multiplier_tasks paper_recipe state_tasks; do
   if [[ -f "$out/$g/summary.csv" ]]; then python3 scripts/multiplier.py "$out/$g" --json "$out/$g/multiplier.json" | tee "$out/$g/multiplier.md"; fi
 done
-for g in multiplier multiplier_tasks stability tasks ablation; do
+for g in $all; do
   if [[ -f "$out/$g/summary.csv" ]]; then
     python3 scripts/tables.py "$out/$g" --kind runs > "$out/$g/runs.md"
     python3 scripts/tables.py "$out/$g" --kind contraction > "$out/$g/contraction.md"
+    python3 scripts/tables.py "$out/$g" --kind positions > "$out/$g/positions.md"
   fi
 done
 for g in multiplier_tasks tasks; do
   if [[ -f "$out/$g/summary.csv" ]]; then python3 scripts/tables.py "$out/$g" --kind tasks > "$out/$g/tasks.md"; fi
 done
-for g in multiplier multiplier_tasks stability tasks ablation; do
+for g in $all; do
   if [[ -z "$py" ]]; then echo "experiments.sh: no Python with matplotlib (apt-get install python3-matplotlib): figures skipped" >&2; break; fi
   if [[ -f "$out/$g/summary.csv" ]]; then "$py" scripts/plots.py "$out/$g" --out "$out/figures" --prefix "${g}_"; fi
 done
 # FBT_RESULTS_DIR=DIR: also copy what docs/EXPERIMENTS.md quotes (tables, per-run result.json and eval.jsonl,
 # figures; not the checkpoints or train.jsonl) into DIR
 if [[ -n "${FBT_RESULTS_DIR:-}" ]]; then
-  for g in multiplier multiplier_tasks stability tasks ablation; do
+  for g in $all; do
     [[ -d "$out/$g" ]] || continue
     mkdir -p "$FBT_RESULTS_DIR/$g"
     cp "$out/$g"/*.csv "$out/$g"/*.md "$FBT_RESULTS_DIR/$g/" 2>/dev/null || true

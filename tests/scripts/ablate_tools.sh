@@ -2,7 +2,7 @@
 # ctest: `fbt ablate` end to end on a tiny grid, then the tools that read its output.
 #   ablate_tools.sh FBT_BINARY SOURCE_DIR TMP_DIR PYTHON (multiplier|plots)
 # multiplier: scripts/multiplier.py fits the baselines and prints the multiplier and stability tables;
-#   scripts/tables.py prints the runs, contraction and tasks tables.
+#   scripts/tables.py prints the runs, contraction, positions and tasks tables.
 # plots: scripts/plots.py draws the three figures (exit 77 = skipped when matplotlib is missing).
 set -euo pipefail
 fbt=$1 src=$2 tmp=$3 py=$4 what=$5
@@ -27,6 +27,9 @@ if [[ $what == multiplier ]]; then
   grep -q "| fuser=glu+tokens=384 | 1 | " "$tmp/runs.md"
   "$py" "$src/scripts/tables.py" "$tmp/grid" --kind contraction | tee "$tmp/c.md"
   grep -q "| fuser=glu+tokens=384+seed=1 | 2:0.88,3:0.12 | " "$tmp/c.md"   # the stability table
+  "$py" "$src/scripts/tables.py" "$tmp/grid" --kind positions | tee "$tmp/pos.md"   # loss by position in a document
+  grep -q "| fuser=glu+tokens=384 | pass 1 (plain) | " "$tmp/pos.md"
+  grep -q "|  | pass 3 (fused(2)) | " "$tmp/pos.md"
   "$py" "$src/scripts/tables.py" "$tmp/grid" --kind tasks | tee "$tmp/tasks.md"
   grep -q "| fuser=glu+tokens=384 | 1 | fused(2) | " "$tmp/tasks.md"
   "$py" -c "import json,sys; f=json.load(open(sys.argv[1]))['families'][0]; assert len(f['baselines'])==3 and f['fits']['parallel']['all']['alpha']>0, f" "$tmp/m.json"
