@@ -125,24 +125,12 @@ template <class Attn, class Mlp> struct PreNormBlock {
     const std::size_t ND = std::size_t(N) * D;
     norm1.forward(be, w, c.ln1, c.r1, x, N);
     be.copy(c.mid, x, ND);
-    if (!sandwich) {
-      attn.forward(be, w, c.attn, c.ln1, c.mid, s);
-    } else {  // mid = x + RMSNorm_a(attn)
-      be.zero(c.ao, ND);
-      attn.forward(be, w, c.attn, c.ln1, c.ao, s);
-      out1.forward(be, w, c.br, c.ra, c.ao, N);
-      be.add(c.mid, c.br, ND);
-    }
+    if (!sandwich) attn.forward(be, w, c.attn, c.ln1, c.mid, s);
+    else add_normed_branch(be, w, out1, c.ao, c.ra, c.br, c.mid, N, [&](T* y) { attn.forward(be, w, c.attn, c.ln1, y, s); });
     norm2.forward(be, w, c.ln2, c.r2, c.mid, N);
     be.copy(out, c.mid, ND);
-    if (!sandwich) {
-      mlp.forward(be, w, c.mlp, c.ln2, out, s);
-    } else {  // out = mid + RMSNorm_m(mlp)
-      be.zero(c.mo, ND);
-      mlp.forward(be, w, c.mlp, c.ln2, c.mo, s);
-      out2.forward(be, w, c.br, c.rm, c.mo, N);
-      be.add(out, c.br, ND);
-    }
+    if (!sandwich) mlp.forward(be, w, c.mlp, c.ln2, out, s);
+    else add_normed_branch(be, w, out2, c.mo, c.rm, c.br, out, N, [&](T* y) { mlp.forward(be, w, c.mlp, c.ln2, y, s); });
   }
 
   /// \brief dx (N, D): d out on entry, d x on exit (in place). x is the block input of the same forward.
@@ -176,25 +164,23 @@ template <class Attn, class Mlp> struct PreNormBlock {
 
   /// \brief One decoding step: x (R, D) <- block(x), each row one new position against its KV cache.
   template <class Be> void decode(Be& be, const Weights<T>& w, const DecodeCache& c, T* x, const DecodeStep<T>& st) const {
-    const std::size_t RD = std::size_t(st.R) * D;
     norm1.forward(be, w, c.ln, c.rstd, x, st.R);
-    if (!sandwich) {
-      attn.decode(be, w, c.attn, c.ln, x, st);
-    } else {
-      be.zero(c.br, RD);
-      attn.decode(be, w, c.attn, c.ln, c.br, st);
-      out1.forward(be, w, c.br, c.rstd, c.br, st.R);
-      be.add(x, c.br, RD);
-    }
+    if (!sandwich) attn.decode(be, w, c.attn, c.ln, x, st);
+    else add_normed_branch(be, w, out1, c.br, c.rstd, c.br, x, st.R, [&](T* y) { attn.decode(be, w, c.attn, c.ln, y, st); });
     norm2.forward(be, w, c.ln, c.rstd, x, st.R);
-    if (!sandwich) {
-      mlp.decode(be, w, c.mlp, c.ln, x, st);
-    } else {
-      be.zero(c.br, RD);
-      mlp.decode(be, w, c.mlp, c.ln, c.br, st);
-      out2.forward(be, w, c.br, c.rstd, c.br, st.R);
-      be.add(x, c.br, RD);
-    }
+    if (!sandwich) mlp.decode(be, w, c.mlp, c.ln, x, st);
+    else add_normed_branch(be, w, out2, c.br, c.rstd, c.br, x, st.R, [&](T* y) { mlp.decode(be, w, c.mlp, c.ln, y, st); });
+  }
+
+  /// \brief The sandwich's residual add: raw (R, D) = branch (run accumulates into it from zero),
+  /// normed (R, D) = norm(raw) with rstd (R), res += normed. normed may be raw (decoding keeps no raw).
+  template <class Be, class Run>
+  void add_normed_branch(Be& be, const Weights<T>& w, const RMSNorm<T>& norm, T* raw, T* rstd, T* normed, T* res, int R, Run&& run) const {
+    const std::size_t RD = std::size_t(R) * D;
+    be.zero(raw, RD);
+    run(raw);
+    norm.forward(be, w, normed, rstd, raw, R);
+    be.add(res, normed, RD);
   }
 
   /// The keys and values (N, KD) a forward computed: what a prefill commits to the KV cache.
