@@ -15,8 +15,11 @@
 #include <unistd.h>
 
 #include "fbt/data/dataset.hpp"
+#include "common/errors.hpp"
 
 using namespace fbt;
+using fbt_test::error_of;
+using fbt_test::contains;
 
 namespace {
 
@@ -64,17 +67,6 @@ std::vector<int> encode_docs(const std::vector<std::string>& docs, std::size_t l
   }
   return out;
 }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
 }  // namespace
 

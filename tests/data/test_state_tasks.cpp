@@ -13,8 +13,11 @@
 
 #include "fbt/data/state_tasks.hpp"
 #include "fbt/data/tasks.hpp"
+#include "common/errors.hpp"
 
 using namespace fbt;
+using fbt_test::error_of;
+using fbt_test::contains;
 
 namespace {
 
@@ -23,16 +26,6 @@ StateTaskConfig state_task(const std::string& name, int d, double q = 0.5, int L
   c.name = name, c.difficulty = d, c.reveal = q, c.length = L;
   return c;
 }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
 // The test's own model of each process: symbols as bytes, the state as a vector of ints.
 //   running_sum: {sum mod m}; permutation: the one-line array of the running product; brackets: {depth}.

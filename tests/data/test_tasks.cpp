@@ -12,8 +12,11 @@
 #include <vector>
 
 #include "fbt/data/tasks.hpp"
+#include "common/errors.hpp"
 
 using namespace fbt;
+using fbt_test::error_of;
+using fbt_test::contains;
 
 namespace {
 
@@ -71,17 +74,6 @@ std::string big_add(const std::string& a, const std::string& b) {
   }
   return os.str();
 }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
 }  // namespace
 

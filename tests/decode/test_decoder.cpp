@@ -14,8 +14,10 @@
 
 #include "common/pass_runner.hpp"
 #include "fbt/decode/decoder.hpp"
+#include "common/errors.hpp"
 
 using namespace fbt;
+using fbt_test::error_of;
 using namespace fbt_test;
 
 namespace {
@@ -271,16 +273,6 @@ TEST(Decoder, RefusesBadInput) {
   dec.prefill(s, toks, 3, lg.data());
   auto* sp = &s;
   EXPECT_THROW(dec.step(&sp, 1, toks, lg.data()), Error);  // full
-}
-
-/// The message of the fbt::Error `f` throws ("<no throw>" if none).
-template <class F> std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no throw>";
 }
 
 TEST(Decoder, MaxNewTokensIsBoundedByThePositionsWithoutOverflow) {

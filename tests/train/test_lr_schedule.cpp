@@ -11,21 +11,13 @@
 #include <string>
 
 #include "fbt/train/lr_schedule.hpp"
+#include "common/errors.hpp"
 
 namespace {
 
 using ::testing::HasSubstr;
+using fbt_test::error_of;
 constexpr double kTol = 1e-15;
-
-// The message of the fbt::Error that f throws, or "<no throw>".
-template <class F> std::string error_of(F f) {
-  try {
-    f();
-  } catch (const fbt::Error& e) {
-    return e.what();
-  }
-  return "<no throw>";
-}
 
 TEST(LrSchedule, CosineKeySteps) {
   // W = 10, N = 110: cosine runs over 100 steps from step 10 to step 110.
