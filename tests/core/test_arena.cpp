@@ -8,6 +8,9 @@
 #include "fbt/backend/cpu.hpp"
 #include "fbt/core/arena.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_core_arena {
+
 using namespace fbt;
 
 TEST(Carver, SlicesAreAlignedDisjointAndCounted) {
@@ -49,3 +52,5 @@ TEST(Carver, RegionsShareTheirTemporaries) {
   EXPECT_EQ(t2b, t2 + 8);
   EXPECT_EQ(buf.size(), 40u);
 }
+
+}  // namespace test_core_arena

@@ -12,6 +12,9 @@
 
 #include "fbt/model/model.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_core_params {
+
 using namespace fbt;
 
 namespace {
@@ -250,3 +253,5 @@ TEST(ModelParams, PlanMatchesTheBuiltModel) {
 }
 
 }  // namespace
+
+}  // namespace test_core_params

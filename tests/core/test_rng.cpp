@@ -5,6 +5,9 @@
 
 #include "fbt/core/rng.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_core_rng {
+
 using namespace fbt;
 
 TEST(Rng, SameSeedSameStreamAndKnownFirstDraw) {
@@ -49,3 +52,5 @@ TEST(Rng, StateRoundTripContinuesTheStream) {
   b.set_state(st);
   for (int i = 0; i < 10; ++i) EXPECT_EQ(b.normal(), expect[i]);
 }
+
+}  // namespace test_core_rng

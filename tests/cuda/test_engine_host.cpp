@@ -12,6 +12,9 @@
 #include "engine_checks.hpp"
 #include "host_backend.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_cuda_engine_host {
+
 using fbt_test::HostBackend;
 
 // the stand-in provides what the built-in block and fusers call (layers/contract.hpp), checked at compile time
@@ -128,3 +131,5 @@ TEST(EngineHost, WorkspaceSizeIsKnownBeforeTheStep) {
   EXPECT_GT(dm.backend().launches, 0);  // the steps ran on the host stand-in
   EXPECT_NE(dm.workspace_bytes(2, 16, o3), fbt::step_workspace_bytes(m, 2, 16, o3));  // the CPU keeps (T, T) probabilities
 }
+
+}  // namespace test_cuda_engine_host

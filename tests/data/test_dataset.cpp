@@ -17,6 +17,9 @@
 #include "fbt/data/dataset.hpp"
 #include "common/errors.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_data_dataset {
+
 using namespace fbt;
 using fbt_test::error_of;
 using fbt_test::contains;
@@ -278,3 +281,5 @@ TEST(TextDataset, RefusesBadOptionsNamingTheField) {
   EXPECT_NO_THROW(ds.sample_batch(rng, 2, 3, tok, tgt, fl));  // 4 tokens: exactly one window
   EXPECT_TRUE(contains(error_of([&] { ds.sample_batch(rng, 2, 4, tok, tgt, fl); }), "train split holds 4"));
 }
+
+}  // namespace test_data_dataset

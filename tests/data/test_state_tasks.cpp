@@ -15,6 +15,9 @@
 #include "fbt/data/tasks.hpp"
 #include "common/errors.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_data_state_tasks {
+
 using namespace fbt;
 using fbt_test::error_of;
 using fbt_test::contains;
@@ -381,3 +384,5 @@ TEST(StateTasks, RefusalsNameTheField) {
   o.val_documents = -1;
   EXPECT_TRUE(contains(error_of([&] { StateTaskDataset ds(state_task("brackets", 3), o); }), "val_documents"));
 }
+
+}  // namespace test_data_state_tasks

@@ -14,6 +14,9 @@
 #include "fbt/data/tasks.hpp"
 #include "common/errors.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_data_tasks {
+
 using namespace fbt;
 using fbt_test::error_of;
 using fbt_test::contains;
@@ -549,3 +552,5 @@ TEST(Tasks, TraceTagStatesTheLevelInThePromptAndChangesNothingElse) {
     for (const Example& e : ds.val_examples()) ASSERT_EQ(e.prompt.substr(e.prompt.size() - e.level.size() - 3), "? " + e.level + "\n");
   }
 }
+
+}  // namespace test_data_tasks

@@ -6,6 +6,9 @@
 
 #include "fbt/data/tokenizer.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_data_tokenizer {
+
 using namespace fbt;
 
 TEST(ByteTokenizer, VocabularyIsBytesPlusSeparator) {
@@ -53,3 +56,5 @@ TEST(ByteTokenizer, RefusesTokensOutsideTheVocabulary) {
     }
   }
 }
+
+}  // namespace test_data_tokenizer

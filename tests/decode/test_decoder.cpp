@@ -16,6 +16,9 @@
 #include "fbt/decode/decoder.hpp"
 #include "common/errors.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_decode_decoder {
+
 using namespace fbt;
 using fbt_test::error_of;
 using namespace fbt_test;
@@ -299,3 +302,5 @@ TEST(Decoder, MaxNewTokensIsBoundedByThePositionsWithoutOverflow) {
 }
 
 }  // namespace
+
+}  // namespace test_decode_decoder

@@ -8,6 +8,9 @@
 
 #include "fbt/decode/sampling.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_decode_sampling {
+
 using namespace fbt;
 
 TEST(Sampling, GreedyTakesTheLowestIdAmongTies) {
@@ -64,3 +67,5 @@ TEST(Sampling, SeededAndValidated) {
   EXPECT_THROW((SamplingOptions{std::numeric_limits<double>::infinity(), 0, 1.0}.validate()), Error);
   EXPECT_THROW((SamplingOptions{std::nan(""), 0, 1.0}.validate()), Error);
 }
+
+}  // namespace test_decode_sampling

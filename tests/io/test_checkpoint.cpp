@@ -40,6 +40,9 @@ using nlohmann::json;
 
 #include "common/io_test.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_io_checkpoint {
+
 using fbt_test::read_bytes;
 
 namespace {
@@ -757,3 +760,5 @@ TEST_F(Checkpoint, LoadedModelHoldsNoTrainingBuffers) {
 }
 
 }  // namespace
+
+}  // namespace test_io_checkpoint

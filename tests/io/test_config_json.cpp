@@ -26,6 +26,9 @@ using nlohmann::json;
 
 #include "common/io_test.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_io_config_json {
+
 using fbt_test::read_bytes;
 
 namespace {
@@ -441,3 +444,5 @@ TEST_F(ConfigJson, HostileFilesAreBoundedErrors) {
 }
 
 }  // namespace
+
+}  // namespace test_io_config_json

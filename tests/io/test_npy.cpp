@@ -27,6 +27,9 @@ namespace fs = std::filesystem;
 
 #include "common/io_test.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_io_npy {
+
 using fbt_test::read_bytes;
 
 namespace {
@@ -268,3 +271,5 @@ TEST_F(Npy, RefusesFifosDevicesAndDirectories) {
 }
 
 }  // namespace
+
+}  // namespace test_io_npy

@@ -35,6 +35,9 @@ using nlohmann::json;
 
 #include "common/io_test.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_io_safetensors {
+
 using fbt_test::read_bytes;
 
 namespace {
@@ -513,3 +516,5 @@ TEST_F(Safetensors, MappedAndReadFilesAgree) {
 }
 
 }  // namespace
+
+}  // namespace test_io_safetensors

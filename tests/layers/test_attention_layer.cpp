@@ -17,6 +17,9 @@
 #include "fbt/layers/attention.hpp"
 #include "fbt/model/builder.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_layers_attention_layer {
+
 using namespace fbt;
 using namespace fbt_test;
 
@@ -231,3 +234,5 @@ TEST(AttentionLayerSetup, PackedDocumentsEqualSeparateRuns) {
 }
 
 }  // namespace
+
+}  // namespace test_layers_attention_layer

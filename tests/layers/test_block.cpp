@@ -24,6 +24,9 @@
 #include "fbt/layers/block.hpp"
 #include "fbt/model/builder.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_layers_block {
+
 using namespace fbt;
 using namespace fbt_test;
 
@@ -214,3 +217,5 @@ TEST(BlockSetup, BuiltFromItsOwnSpec) {
 }
 
 }  // namespace
+
+}  // namespace test_layers_block

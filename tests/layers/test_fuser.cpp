@@ -23,6 +23,9 @@
 #include "fbt/layers/contract.hpp"
 #include "fbt/model/builder.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_layers_fuser {
+
 using namespace fbt;
 using namespace fbt_test;
 
@@ -352,3 +355,5 @@ TEST(FuserInit, ConcatIsTheNormalisedEmbedding) {
 }
 
 }  // namespace
+
+}  // namespace test_layers_fuser

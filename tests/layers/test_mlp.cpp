@@ -13,6 +13,9 @@
 #include "fbt/layers/mlp.hpp"
 #include "fbt/model/builder.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_layers_mlp {
+
 using namespace fbt;
 using namespace fbt_test;
 
@@ -106,3 +109,5 @@ TEST(SwiGLU, FloatForwardAgreesWithDouble) {
 }
 
 }  // namespace
+
+}  // namespace test_layers_mlp

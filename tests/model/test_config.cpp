@@ -7,6 +7,9 @@
 
 #include <limits>
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_model_config {
+
 using namespace fbt;
 
 namespace {
@@ -243,3 +246,5 @@ TEST(ModelConfig, BoundsEverySize) {
 }
 
 }  // namespace
+
+}  // namespace test_model_config

@@ -16,6 +16,9 @@
 
 #include "common/pass_runner.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_model_invariants {
+
 using namespace fbt;
 using namespace fbt_test;
 
@@ -324,3 +327,5 @@ TEST(FloatForward, AgreesWithDouble) {
 }
 
 }  // namespace
+
+}  // namespace test_model_invariants

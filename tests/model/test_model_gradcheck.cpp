@@ -4,6 +4,9 @@
 
 #include "common/tiny_model.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_model_model_gradcheck {
+
 using namespace fbt;
 using namespace fbt_test;
 
@@ -92,3 +95,5 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Case>& i) { return name_of(i.param); });
 
 }  // namespace
+
+}  // namespace test_model_model_gradcheck

@@ -7,6 +7,9 @@
 
 #include "common/pass_runner.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_model_multipass {
+
 using namespace fbt;
 using namespace fbt_test;
 
@@ -175,3 +178,5 @@ TEST(MultiPass, NonFiniteLossNamesThePass) {
 }
 
 }  // namespace
+
+}  // namespace test_model_multipass

@@ -5,6 +5,9 @@
 #include "common/tiny_model.hpp"
 #include "fbt/model/parallel_step.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_model_parallel_step {
+
 using namespace fbt;
 using namespace fbt_test;
 
@@ -81,3 +84,5 @@ TEST(Parallel, ForwardOnlyAndMoreThreadsThanRows) {
 }
 
 }  // namespace
+
+}  // namespace test_model_parallel_step

@@ -11,6 +11,9 @@
 #include "common/layer_harness.hpp"
 #include "fbt/ops/activations.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_ops_activations {
+
 using namespace fbt;
 using namespace fbt_test;
 
@@ -123,3 +126,5 @@ TEST(Activations, FloatForwardAgreesWithDouble) {
 }
 
 }  // namespace
+
+}  // namespace test_ops_activations

@@ -13,6 +13,9 @@
 #include "common/layer_harness.hpp"
 #include "fbt/ops/attention.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_ops_attention {
+
 using namespace fbt;
 using namespace fbt_test;
 
@@ -207,3 +210,5 @@ TEST(AttentionOp, BadHeadGroupingThrows) {
 }
 
 }  // namespace
+
+}  // namespace test_ops_attention

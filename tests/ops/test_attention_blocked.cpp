@@ -8,6 +8,9 @@
 #include "common/gradcheck.hpp"
 #include "fbt/ops/attention.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_ops_attention_blocked {
+
 using namespace fbt;
 using namespace fbt_test;
 
@@ -81,3 +84,5 @@ TEST(AttentionBlocked, BackwardMatchesFiniteDifference) {
 }
 
 }  // namespace
+
+}  // namespace test_ops_attention_blocked

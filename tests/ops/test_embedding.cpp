@@ -10,6 +10,9 @@
 #include "common/layer_harness.hpp"
 #include "fbt/ops/embedding.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_ops_embedding {
+
 using namespace fbt;
 using namespace fbt_test;
 
@@ -79,3 +82,5 @@ TEST(Embedding, FloatForwardEqualsDouble) {
 }
 
 }  // namespace
+
+}  // namespace test_ops_embedding

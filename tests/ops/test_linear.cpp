@@ -11,6 +11,9 @@
 #include "common/layer_harness.hpp"
 #include "fbt/ops/linear.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_ops_linear {
+
 using namespace fbt;
 using namespace fbt_test;
 
@@ -180,3 +183,5 @@ TEST(Linear, FloatForwardAgreesWithDouble) {
 }
 
 }  // namespace
+
+}  // namespace test_ops_linear

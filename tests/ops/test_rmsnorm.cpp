@@ -9,6 +9,9 @@
 #include "common/layer_harness.hpp"
 #include "fbt/ops/rmsnorm.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_ops_rmsnorm {
+
 using namespace fbt;
 using namespace fbt_test;
 
@@ -105,3 +108,5 @@ TEST(RmsNorm, ShapeMismatchThrows) {
 }
 
 }  // namespace
+
+}  // namespace test_ops_rmsnorm

@@ -11,6 +11,9 @@
 #include "common/layer_harness.hpp"
 #include "fbt/ops/rope.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_ops_rope {
+
 using namespace fbt;
 using namespace fbt_test;
 
@@ -133,3 +136,5 @@ TEST(Rope, FloatForwardAgreesWithDouble) {
 }
 
 }  // namespace
+
+}  // namespace test_ops_rope

@@ -10,6 +10,9 @@
 #include "common/layer_harness.hpp"
 #include "fbt/ops/shift.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_ops_shift {
+
 using namespace fbt;
 using namespace fbt_test;
 
@@ -99,3 +102,5 @@ TEST(ShiftRight, FloatForwardEqualsDouble) {
 }
 
 }  // namespace
+
+}  // namespace test_ops_shift

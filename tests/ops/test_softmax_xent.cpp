@@ -12,6 +12,9 @@
 #include "common/layer_harness.hpp"
 #include "fbt/ops/softmax_xent.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_ops_softmax_xent {
+
 using namespace fbt;
 using namespace fbt_test;
 
@@ -141,3 +144,5 @@ TEST(SoftmaxXent, FloatForwardAgreesWithDouble) {
 }
 
 }  // namespace
+
+}  // namespace test_ops_softmax_xent

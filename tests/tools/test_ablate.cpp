@@ -10,6 +10,9 @@
 #include "tools/ablate.hpp"
 #include "../common/io_test.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_tools_ablate {
+
 using namespace fbt;
 using fbt_test::TempDirTest;
 namespace fs = std::filesystem;
@@ -255,3 +258,5 @@ TEST_F(AblateFiles, RunningStateTasksRecordTheOptimumAndTraceTagRunsReportEachLe
   for (const char* col : {",optimal_loss,", ",seq_optimal_loss", ",accuracy_soft@1x_answer,", ",median_trace_fused(2)@1x_full"})
     EXPECT_NE(csv[0].find(col), std::string::npos) << col << " in " << csv[0];
 }
+
+}  // namespace test_tools_ablate

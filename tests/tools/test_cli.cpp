@@ -14,6 +14,9 @@
 #include "tools/cli.hpp"
 #include "../common/io_test.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_tools_cli {
+
 using namespace fbt;
 using fbt_test::TempDirTest;
 
@@ -82,3 +85,5 @@ TEST_F(CliFiles, TextFileOptionReadsOnlyRegularFiles) {
 }
 
 }  // namespace
+
+}  // namespace test_tools_cli

@@ -14,6 +14,9 @@
 
 #include "fbt/train/adamw.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_train_adamw {
+
 namespace {
 
 constexpr const char* kW = "model.layers.0.mlp.up_proj.weight";  // (2, 2): decay
@@ -175,3 +178,5 @@ TEST(AdamWConfigCheck, BadHyperParametersThrow) {
 }
 
 }  // namespace
+
+}  // namespace test_train_adamw

@@ -13,6 +13,9 @@
 
 #include "fbt/train/clip.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_train_clip {
+
 namespace {
 
 constexpr const char* kW = "model.layers.0.self_attn.q_proj.weight";  // (2, 2)
@@ -113,3 +116,5 @@ TEST(ClipFloat, NormAccumulatesInDouble) {
 }
 
 }  // namespace
+
+}  // namespace test_train_clip

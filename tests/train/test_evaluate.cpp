@@ -12,6 +12,9 @@
 #include "fbt/train/evaluate.hpp"
 #include "../common/tiny_model.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_train_evaluate {
+
 using namespace fbt;
 
 namespace {
@@ -177,3 +180,5 @@ TEST(Evaluate, AllWindowsSequentialLossIsThePerWindowLossesAveraged) {
   }
   EXPECT_THROW(sequential_loss(dec, data, Tn, 0, DecodeModeSpec{}), Error);
 }
+
+}  // namespace test_train_evaluate

@@ -13,6 +13,9 @@
 #include "fbt/train/lr_schedule.hpp"
 #include "common/errors.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_train_lr_schedule {
+
 namespace {
 
 using ::testing::HasSubstr;
@@ -133,3 +136,5 @@ TEST(LrSchedule, BadFieldsThrowNamingTheField) {
 }
 
 }  // namespace
+
+}  // namespace test_train_lr_schedule

@@ -14,6 +14,9 @@
 #include "fbt/train/muon.hpp"
 #include "../common/tiny_model.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_train_muon {
+
 using namespace fbt;
 
 namespace {
@@ -375,3 +378,5 @@ TEST(ParamGroups, RowMomentLayout) {
 }
 
 }  // namespace
+
+}  // namespace test_train_muon

@@ -13,6 +13,9 @@
 #include "fbt/train/trainer.hpp"
 #include "../common/io_test.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_train_normuon_training {
+
 using namespace fbt;
 
 namespace {
@@ -260,3 +263,5 @@ TEST(NorMuonTraining, BadFieldValuesAreRefused) {
 }
 
 }  // namespace
+
+}  // namespace test_train_normuon_training

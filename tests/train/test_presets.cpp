@@ -11,6 +11,9 @@
 #include "fbt/train/train_config.hpp"
 #include "../common/io_test.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_train_presets {
+
 using namespace fbt;
 using fbt_test::TempDirTest;
 
@@ -139,3 +142,5 @@ TEST(Presets, CooldownZLossNeedsAWsdCooldownAndStartsThere) {
 }
 
 }  // namespace
+
+}  // namespace test_train_presets

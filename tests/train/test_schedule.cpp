@@ -5,6 +5,9 @@
 
 #include "fbt/train/schedule.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_train_schedule {
+
 using namespace fbt;
 
 TEST(Schedule, SinglePassBeforeTheStartThenThePassMix) {
@@ -169,3 +172,5 @@ TEST(Schedule, PassMixPresetsGiveTheirWholeRunShares) {
   EXPECT_NEAR(count[2] / 500.0, 0.44, 0.07);
   EXPECT_GT(count[3], 0);
 }
+
+}  // namespace test_train_schedule

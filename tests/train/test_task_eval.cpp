@@ -10,6 +10,9 @@
 #include "fbt/train/task_eval.hpp"
 #include "../common/tiny_model.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_train_task_eval {
+
 using namespace fbt;
 
 namespace {
@@ -104,3 +107,5 @@ TEST(TaskEval, DecodedRunReportsEveryRequestedLevel) {
   EXPECT_DOUBLE_EQ(r.accuracy, acc) << "equal counts: the overall accuracy is the levels' mean";
   EXPECT_TRUE(evaluate_task(dec, addition(false), ex, DecodeModeSpec{}, budget).levels.empty());
 }
+
+}  // namespace test_train_task_eval

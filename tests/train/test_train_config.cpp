@@ -16,6 +16,9 @@
 #include "fbt/train/trainer.hpp"
 #include "../common/io_test.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_train_train_config {
+
 using namespace fbt;
 using fbt_test::TempDirTest;
 
@@ -259,3 +262,5 @@ TEST(TrainConfig, RelativeTextPathsAreResolved) {
 }
 
 }  // namespace
+
+}  // namespace test_train_train_config

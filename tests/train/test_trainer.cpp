@@ -10,6 +10,9 @@
 #include "fbt/train/trainer.hpp"
 #include "../common/io_test.hpp"
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_train_trainer {
+
 using namespace fbt;
 
 namespace {
@@ -388,3 +391,5 @@ TEST(TrainConfig, JsonRoundTripKeepsEveryField) {
 }
 
 }  // namespace
+
+}  // namespace test_train_trainer

@@ -12,6 +12,9 @@
 #include <numeric>
 #include <type_traits>
 
+// The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
+namespace test_xt_views {
+
 namespace {
 
 TEST(XtView, AgreesWithRowMapElementWise) {
@@ -95,3 +98,5 @@ TEST(ParamView, UnknownNameThrows) {
 }
 
 }  // namespace
+
+}  // namespace test_xt_views
