@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tables.py: markdown tables of an `fbt ablate` grid's results (docs/EXPERIMENTS.md).
 
-    python3 scripts/tables.py OUT_DIR --kind runs|tasks|contraction
+    python3 scripts/tables.py OUT_DIR --kind runs|tasks|contraction|positions|curve
 
   runs   one row per configuration (seeds averaged, min..max when several): token-equivalent compute,
          per-pass validation losses (pass k = fused(k-1) decoding), the token-by-token losses (standard,
@@ -12,6 +12,10 @@
   positions  loss by position within a document (eval.loss_by_position), per configuration (seeds
          averaged, weighted by count): each pass (1 = plain, 2 = fused(1), 3 = fused(2)), token by token
          (standard, soft) and the optimum where the data knows it, over position buckets.
+  curve  the evaluations over training (each run's eval.jsonl, written every eval_every steps), per
+         configuration (seeds averaged, min..max when several): step, tokens, per-pass validation
+         losses, the token-by-token losses, and the two gaps that say whether feedback helps yet:
+         fused(1) minus plain (pass 2 - pass 1) and soft minus standard.
   tasks  built-in tasks: per task, model and decoding mode, greedy accuracy and median trace length at
          each problem length (1x, 2x, 4x the training length), seeds averaged.
 
@@ -145,12 +149,55 @@ def contraction_table(res: list) -> None:
         print(f"| {r['name']} | {r['config']['pass_mix']} | " + " | ".join(L) + " | " + " | ".join(d) + " |")
 
 
+def read_evals(out_dir: str, name: str) -> list:
+    """The run's evaluations over training (OUT_DIR/<run>/eval.jsonl), in step order."""
+    p = os.path.join(out_dir, name, "eval.jsonl")
+    if not os.path.exists(p):
+        return []
+    with open(p) as f:
+        return sorted((json.loads(line) for line in f if line.strip()), key=lambda e: e["step"])
+
+
+def curve_table(res: list, out_dir: str) -> None:
+    groups = {}
+    for r in res:
+        groups.setdefault(config_key(r), []).append(r)
+    for key, rs in groups.items():
+        evals = [read_evals(out_dir, r["name"]) for r in rs]
+        evals = [e for e in evals if e]
+        if not evals:
+            print(f"{key}: no eval.jsonl\n")
+            continue
+        kmax = max(len(e.get("val_loss", [])) for ev in evals for e in ev)
+        steps = sorted({e["step"] for ev in evals for e in ev})
+        print(f"### {key} ({len(evals)} seed{'s' if len(evals) > 1 else ''})\n")
+        gap = " | fused(1) - plain | soft - standard" if kmax > 1 else ""
+        print("| step | tokens | " + " | ".join(f"pass {k}" for k in range(1, kmax + 1)) +
+              " | token-by-token standard | soft" + gap + " |")
+        print("|---:|---:|" + "---:|" * kmax + "---:|---:|" + ("---:|---:|" if kmax > 1 else ""))
+        for st in steps:
+            at = [e for ev in evals for e in ev if e["step"] == st]
+            vl = [e.get("val_loss", []) for e in at]
+            cols = [fmt([v[k] if k < len(v) else None for v in vl]) for k in range(kmax)]
+            std = [e.get("seq_loss_standard") for e in at]
+            soft = [e.get("seq_loss_soft") for e in at]
+            row = [str(st), f"{at[0].get('tokens', 0) / 1e6:.3g}M"] + cols + [fmt(std), fmt(soft)]
+            if kmax > 1:
+                row.append(fmt([v[1] - v[0] if len(v) > 1 else None for v in vl], "{:+.4f}"))
+                row.append(fmt([b - a if a is not None and b is not None else None for a, b in zip(std, soft)], "{:+.4f}"))
+            print("| " + " | ".join(row) + " |")
+        print()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out_dir")
-    ap.add_argument("--kind", choices=["runs", "tasks", "contraction", "positions"], default="runs")
+    ap.add_argument("--kind", choices=["runs", "tasks", "contraction", "positions", "curve"], default="runs")
     a = ap.parse_args(argv)
     res = load_results(a.out_dir, "tables.py")
+    if a.kind == "curve":
+        curve_table(res, a.out_dir)
+        return 0
     {"runs": runs_table, "tasks": tasks_table, "contraction": contraction_table, "positions": positions_table}[a.kind](res)
     return 0
 

@@ -2,7 +2,7 @@
 # ctest: `fbt ablate` end to end on a tiny grid, then the tools that read its output.
 #   ablate_tools.sh FBT_BINARY SOURCE_DIR TMP_DIR PYTHON (multiplier|plots)
 # multiplier: scripts/multiplier.py fits the baselines and prints the multiplier and stability tables;
-#   scripts/tables.py prints the runs, contraction, positions and tasks tables.
+#   scripts/tables.py prints the runs, contraction, positions, tasks and curve tables.
 # plots: scripts/plots.py draws the three figures (exit 77 = skipped when matplotlib is missing).
 set -euo pipefail
 fbt=$1 src=$2 tmp=$3 py=$4 what=$5
@@ -32,6 +32,9 @@ if [[ $what == multiplier ]]; then
   grep -q "|  | pass 3 (fused(2)) | " "$tmp/pos.md"
   "$py" "$src/scripts/tables.py" "$tmp/grid" --kind tasks | tee "$tmp/tasks.md"
   grep -q "| fuser=glu+tokens=384 | 1 | fused(2) | " "$tmp/tasks.md"
+  "$py" "$src/scripts/tables.py" "$tmp/grid" --kind curve | tee "$tmp/curve.md"   # the evaluations over training
+  grep -q "### fuser=glu+tokens=384 (1 seed)" "$tmp/curve.md"
+  grep -qE "^\| 6 \| 0.000384M \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [-+][0-9.]+ \| [-+][0-9.]+ \|$" "$tmp/curve.md"
   "$py" -c "import json,sys; f=json.load(open(sys.argv[1]))['families'][0]; assert len(f['baselines'])==3 and f['fits']['parallel']['all']['alpha']>0, f" "$tmp/m.json"
 else
   set +e
