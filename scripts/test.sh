@@ -12,8 +12,9 @@ build_dir="${FBT_BUILD_DIR:-build}"
 # shellcheck disable=SC2086
 # The unit tests share one precompiled header (FBT_TEST_PCH) and each area's files are compiled as one
 # translation unit into one executable, build/tests/<area>/test_<area> (FBT_TEST_UNITY): the unit tests
-# compile in about half the time (docs/PERFORMANCE.md, "Build time"). FBT_CMAKE_ARGS="-DFBT_TEST_PCH=OFF -DFBT_TEST_UNITY=OFF" builds each test file on its own
-# includes into its own executable, as a check that none misses an include.
+# compile in about half the time (docs/PERFORMANCE.md, "Build time").
+# FBT_CMAKE_ARGS="-DFBT_TEST_PCH=OFF -DFBT_TEST_UNITY=OFF" builds each test file on its own includes into
+# its own executable, as a check that none misses an include.
 bash scripts/build.sh "$build_dir" -DFBT_BUILD_TESTS=ON -DFBT_TEST_PCH=ON -DFBT_TEST_UNITY=ON ${FBT_CMAKE_ARGS:-}
 echo "+ ctest --test-dir $build_dir --output-on-failure -j ${FBT_JOBS:-2} $*"
 exec ctest --test-dir "$build_dir" --output-on-failure -j "${FBT_JOBS:-2}" "$@"
