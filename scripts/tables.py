@@ -37,6 +37,14 @@ def config_key(r: dict) -> str:
     return "+".join(p for p in r["name"].split("+") if not p.startswith("seed="))
 
 
+def by_config(res: list) -> dict:
+    """The runs grouped by configuration (config_key), in the order first seen."""
+    groups = {}
+    for r in res:
+        groups.setdefault(config_key(r), []).append(r)
+    return groups
+
+
 def fmt(vals: list, f: str = "{:.4f}") -> str:
     vals = [v for v in vals if v is not None]
     if not vals:
@@ -49,9 +57,7 @@ def fmt(vals: list, f: str = "{:.4f}") -> str:
 
 
 def runs_table(res: list) -> None:
-    groups = {}
-    for r in res:
-        groups.setdefault(config_key(r), []).append(r)
+    groups = by_config(res)
     kmax = max(len(r.get("eval", {}).get("val_loss", [])) for r in res)
     print("| run | seeds | compute / tokens | " + " | ".join(f"pass {k} loss" for k in range(1, kmax + 1)) +
           " | token-by-token standard | token-by-token soft | contraction L(k_max) | delta_k_max | decode ms/token std / soft |")
@@ -159,10 +165,7 @@ def read_evals(out_dir: str, name: str) -> list:
 
 
 def curve_table(res: list, out_dir: str) -> None:
-    groups = {}
-    for r in res:
-        groups.setdefault(config_key(r), []).append(r)
-    for key, rs in groups.items():
+    for key, rs in by_config(res).items():
         evals = [read_evals(out_dir, r["name"]) for r in rs]
         evals = [e for e in evals if e]
         if not evals:
