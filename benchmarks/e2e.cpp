@@ -176,7 +176,7 @@ template <class M> void dump_check_model(const std::string& dir, const ModelConf
 int main(int argc, char** argv) try {
   for (int i = 1; i < argc; ++i)
     if (!std::strcmp(argv[i], "--help")) {
-      std::printf("bench_e2e --config tiny|small --threads N --measure M [--reps R] [--warmup W] [--batch B] [--seq T]\n"
+      std::printf("bench_e2e --config tiny|small --threads N --measure M [--reps R] [--warmup W] [--batch B] [--seq T] [--precision fp32|bf16]\n"
                   "bench_e2e --save-init DIR [--config C] | --dump-check DIR\n"
                   "measures: train fbt_k1 kpass2 kpass3 kpass3_g1 mix forward decode_standard_128 decode_soft_128\n"
                   "          decode_standard_1024 decode_soft_1024 prefill_fused1 sgemm soft_overhead_128 soft_overhead_1024\n");
@@ -187,6 +187,8 @@ int main(int argc, char** argv) try {
   if (arg(argc, argv, "--dump-check", "") != "") return dump_check(arg(argc, argv, "--dump-check", "")), 0;
   const std::string measure = arg(argc, argv, "--measure", "train");
   const int threads = std::stoi(arg(argc, argv, "--threads", "1"));
+  const Precision prec = parse_precision(arg(argc, argv, "--precision", "fp32"));
+  set_matmul_precision(prec);  // bf16: the model's products (and the sgemm measure) with bf16 operands, fp32 sums
   int reps = std::stoi(arg(argc, argv, "--reps", "5")), warmup = std::stoi(arg(argc, argv, "--warmup", "2"));
   Bench b = make_config(cfg);
   b.B = std::stoi(arg(argc, argv, "--batch", std::to_string(b.B)));
@@ -204,7 +206,10 @@ int main(int argc, char** argv) try {
     AlignedVector<float> A(std::size_t(n) * n), Bm(std::size_t(n) * n), C(std::size_t(n) * n);
     for (auto& x : A) x = float(r.normal());
     for (auto& x : Bm) x = float(r.normal());
-    t = time_it(warmup, reps, [&] { gemm(smat(C.data(), n, n), csmat(A.data(), n, n), false, csmat(Bm.data(), n, n), false, false); });
+    t = time_it(warmup, reps, [&] {
+      if (prec == Precision::bf16) gemm_bf16(smat(C.data(), n, n), csmat(A.data(), n, n), false, csmat(Bm.data(), n, n), false, false);
+      else gemm(smat(C.data(), n, n), csmat(A.data(), n, n), false, csmat(Bm.data(), n, n), false, false);
+    });
     tokens_per_rep = 1, flops_per_token = 2.0 * n * n * n;
   } else if (measure.rfind("soft_overhead_", 0) == 0) {
     // standard and soft decoding of the same model, step by step in turn in one process, so both see the
@@ -323,11 +328,11 @@ int main(int argc, char** argv) try {
   }
   const double med = t.q(0.5);
   const double tps = tokens_per_rep / (med / 1e3);
-  std::printf("{\"impl\": \"fbt\", \"config\": \"%s\", \"threads\": %d, \"measure\": \"%s\", \"B\": %d, \"T\": %d, \"reps\": %d, "
+  std::printf("{\"impl\": \"fbt\", \"precision\": \"%s\", \"config\": \"%s\", \"threads\": %d, \"measure\": \"%s\", \"B\": %d, \"T\": %d, \"reps\": %d, "
               "\"median_ms\": %.6g, \"p25_ms\": %.6g, \"p75_ms\": %.6g, \"min_ms\": %.6g, \"max_ms\": %.6g, \"tokens_per_s\": %.6g, "
-              "\"flops_per_token\": %.6g, \"gflops\": %.6g, \"peak_rss_mb\": %.1f, \"compiler\": \"%s\"}\n",
-              cfg.c_str(), threads, measure.c_str(), b.B, b.T, int(t.ms.size()), med, t.q(0.25), t.q(0.75), t.q(0.0), t.q(1.0), tps,
-              flops_per_token, flops_per_token * tps / 1e9, peak_rss_mb(),
+              "\"flops_per_token\": %.6g, \"gflops\": %.6g, \"peak_rss_mb\": %.1f, \"gemm_impl\": \"%s\", \"compiler\": \"%s\"}\n",
+              precision_name(prec), cfg.c_str(), threads, measure.c_str(), b.B, b.T, int(t.ms.size()), med, t.q(0.25), t.q(0.75), t.q(0.0), t.q(1.0), tps,
+              flops_per_token, flops_per_token * tps / 1e9, peak_rss_mb(), prec == Precision::bf16 ? gemm_bf16_impl(1024, 1024, 1024).c_str() : "eigen",
 #if defined(__clang__)
               "clang " __clang_version__
 #else

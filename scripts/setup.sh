@@ -11,6 +11,7 @@ packages=(
   libxtensor-dev xtl-dev nlohmann-json3-dev   # fbt::io (xtensor 0.24)
   libgtest-dev                       # unit tests (googletest 1.12)
   libbenchmark-dev                   # benchmarks (google benchmark 1.7)
+  libdnnl-dev                        # optional: bf16 matrix products, --precision bf16 (oneDNN 2.6)
   python3-matplotlib                 # figures of experiments (scripts/plots.py) and their test
 )
 # shellcheck disable=SC2206

@@ -61,6 +61,19 @@ inline std::string take(Args& a, const std::string& key, const std::string& def)
     }
   return def;
 }
+/// \brief --precision fp32|bf16 for the model's matrix products (ops/gemm_bf16.hpp), set for the whole
+/// process; refuses an unknown value and bf16 in a build without oneDNN, naming the option.
+inline Precision precision_option(const std::string& v) {
+  Precision p;
+  try {
+    p = parse_precision(v);
+  } catch (const Error&) {
+    throw Error("--precision: expected fp32 or bf16, got \"" + detail::excerpt(v) + "\"");
+  }
+  if (p == Precision::bf16 && !bf16_available()) throw Error("--precision bf16: " + bf16_unavailable_reason());
+  set_matmul_precision(p);
+  return p;
+}
 inline void no_leftovers(const Args& a, const char* cmd) {
   if (!a.empty())
     throw Error(std::string("fbt ") + cmd + ": unknown option --" + detail::excerpt(a.front().first) + " (see fbt " + cmd + " --help)");

@@ -21,6 +21,7 @@
 
 #include "ablate.hpp"
 #include "cli.hpp"
+#include "fbt/decode/precision_check.hpp"
 #include "fbt/io/npy.hpp"
 #include "fbt/train/task_eval.hpp"
 #include "fbt/train/trainer.hpp"
@@ -33,6 +34,7 @@ using cli::Args;
 using cli::int_option;
 using cli::model_path;
 using cli::no_leftovers;
+using cli::precision_option;
 using cli::real_option;
 using cli::take;
 using cli::wants_help;
@@ -114,13 +116,17 @@ int cmd_eval(Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt eval --checkpoint CKPT [--data task:NAME|FILE] [--task_difficulty N] [--task_length L] [--task_reveal Q] [--seq_len T] [--windows N]\n"
-        "         [--seq_windows N] [--monitor K] [--passes K] [--doc_split blank_line|none] [--val_fraction X]\n\n"
-        "The data options default to those the checkpoint's run was trained with (read from its\n"
+        "         [--seq_windows N] [--monitor K] [--passes K] [--doc_split blank_line|none] [--val_fraction X]\n"
+        "         [--precision fp32|bf16] [--precision_check N]\n\n"
+        "The data options and --precision default to those the checkpoint's run was trained with (read from its\n"
         "train_state.safetensors); --windows 0 and --seq_windows -1 evaluate every validation window.\n"
         "Prints the per-pass validation losses (pass k = fused(k-1) prefill at every position), the\n"
         "sequential-exact losses (token by token, standard and soft) and the contraction monitor L(k), delta_k\n"
         "(spec section 6), and beside them the data's optimal loss over the same windows where it is known\n"
-        "(the running-state tasks). CKPT is a checkpoint directory or a model.safetensors file.\n");
+        "(the running-state tasks). CKPT is a checkpoint directory or a model.safetensors file.\n"
+        "--precision_check N decodes N validation windows token by token in fp32 and in bf16 and prints how often\n"
+        "the greedy token is the same (teacher-forced: fed the window's tokens; free-running: 64 new tokens after a\n"
+        "16-token prompt), in standard and (with feedback) soft mode: decode/precision_check.hpp.\n");
     return 0;
   }
   const std::string ck = take(a, "checkpoint", "");
@@ -158,6 +164,9 @@ int cmd_eval(Args a) {
   const int monitor = int_option<int>("monitor", take(a, "monitor", "30"), 0, kMaxPasses, "passes of the contraction monitor, 0 = off");
   const std::string passes = take(a, "passes", "");
   const int K_opt = passes.empty() ? 0 : int_option<int>("passes", passes, 1, kMaxPasses, "passes to evaluate");
+  const Precision prec = precision_option(take(a, "precision", c.precision));
+  const int check_windows = int_option<int>("precision_check", take(a, "precision_check", "0"), 0, 100000, "windows decoded in fp32 and bf16, 0 = off");
+  if (check_windows > 0 && !bf16_available()) throw Error("--precision_check: " + bf16_unavailable_reason());
   no_leftovers(a, "eval");
   validate_data(c);
   const ModelConfig mc = cli::checkpoint_config(ck);
@@ -172,7 +181,8 @@ int cmd_eval(Args a) {
     auto data = make_data_source(c);
     const int K = K_opt > 0 ? K_opt : (M::has_feedback ? 3 : 1);
     Workspace<M> w;
-    std::printf("checkpoint %s: %zu parameters, fuser %s; data %s\n", ck.c_str(), m.params.size(), m.cfg.fuser.c_str(), data->describe().c_str());
+    std::printf("checkpoint %s: %zu parameters, fuser %s; data %s%s\n", ck.c_str(), m.params.size(), m.cfg.fuser.c_str(), data->describe().c_str(),
+                prec == Precision::bf16 ? "; bf16 products" : "");
     const auto vl = evaluate_passes(m, w, *data, c.seq_len, K, windows);
     for (int k = 0; k < K; ++k) std::printf("  pass %d validation loss %.4f%s\n", k + 1, vl[k], k == 0 ? "  (standard)" : "");
     const int nw = detail::parallel_eval_windows(*data, c.seq_len, windows);
@@ -186,6 +196,26 @@ int cmd_eval(Args a) {
       const int ns = detail::sequential_eval_windows(*data, c.seq_len, seq_windows);
       const double sopt = data->mean_optimal_loss(c.seq_len, ns);
       if (!std::isnan(sopt)) std::printf("  optimal loss %.4f  (the same %d windows as the sequential losses)\n", sopt, ns);
+    }
+    if (check_windows > 0) {
+      std::vector<std::vector<int>> wins;
+      std::vector<int> tok, tgt;
+      std::vector<std::uint8_t> ds;
+      const int nw_all = data->num_eval_windows(c.seq_len);
+      for (int i = 0; i < std::min(check_windows, nw_all); ++i) {
+        data->eval_window(i, c.seq_len, tok, tgt, ds);
+        wins.push_back(tok);
+      }
+      const int prompt = std::min(16, c.seq_len - 1);
+      for (const char* mode : {"standard", "soft"}) {
+        if (!M::has_feedback && std::string(mode) == "soft") continue;
+        const GreedyAgreement g = greedy_agreement(dec, wins, DecodeModeSpec::parse(mode), Precision::fp32, Precision::bf16, prompt, 64);
+        long never = 0;
+        for (int f : g.first_divergence) never += f < 0;
+        std::printf("  bf16 vs fp32 greedy tokens (%s, %zu windows): teacher-forced %ld of %ld the same (%.2f%%); free-running %ld of %ld (%.2f%%), "
+                    "%ld of %zu continuations identical\n",
+                    mode, wins.size(), g.same, g.positions, 100 * g.rate(), g.generated_same, g.generated, 100 * g.free_rate(), never, wins.size());
+      }
     }
     if (M::has_feedback && monitor > 0) {
       std::vector<int> tok, tgt;
@@ -205,8 +235,9 @@ int cmd_sample(Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt sample --checkpoint CKPT --prompt TEXT [--mode standard|soft|fused(k)] [--max_new_tokens N]\n"
-        "           [--temperature X] [--top_k N] [--top_p X] [--seed N] [--n N]\n\n"
-        "Generates with the KV-cache decoder (spec section 4). temperature 0 is greedy. --n samples several\n"
+        "           [--temperature X] [--top_k N] [--top_p X] [--seed N] [--n N] [--precision fp32|bf16]\n\n"
+        "Generates with the KV-cache decoder (spec section 4). temperature 0 is greedy. --precision bf16 runs\n"
+        "the matrix products with bf16 operands and fp32 sums (default fp32). --n samples several\n"
         "continuations together (batched), each with its own seed (seed, seed+1, ...).\n");
     return 0;
   }
@@ -222,6 +253,7 @@ int cmd_sample(Args a) {
   o.sampling.top_p = real_option("top_p", take(a, "top_p", "1"), 0, true, 1, false, "1 = off");
   o.seed = int_option<std::uint64_t>("seed", take(a, "seed", "1"), 0, std::numeric_limits<std::uint64_t>::max());
   const int n = int_option<int>("n", take(a, "n", "1"), 1, 1024, "samples");
+  precision_option(take(a, "precision", "fp32"));
   no_leftovers(a, "sample");
   o.sampling.validate();
   const ModelConfig mc = cli::checkpoint_config(ck);
@@ -573,7 +605,7 @@ int cmd_ablate(Args a) {
 int cmd_logits(Args a) {
   if (wants_help(a)) {
     std::printf(
-        "fbt logits --checkpoint CKPT (--text TEXT | --text_file FILE) [--passes K] --out FILE.npy\n\n"
+        "fbt logits --checkpoint CKPT (--text TEXT | --text_file FILE) [--passes K] [--precision fp32|bf16] --out FILE.npy\n\n"
         "Encodes the text as one document (kSep + bytes, at most max_position_embeddings tokens), runs K passes of\n"
         "the training forward (no prefix mixing, no noise: pass k = fused(k-1) prefill at every position) and\n"
         "writes their logits as a float32 .npy of shape (K, T, V); also FILE.tokens.npy (int32, (T)). K defaults\n"
@@ -583,6 +615,7 @@ int cmd_logits(Args a) {
   const std::string ck = take(a, "checkpoint", ""), text = take(a, "text", ""), tf = take(a, "text_file", ""), out = take(a, "out", "");
   const std::string passes = take(a, "passes", "");
   const int K_opt = passes.empty() ? 0 : int_option<int>("passes", passes, 1, kMaxPasses, "passes whose logits are written");
+  precision_option(take(a, "precision", "fp32"));
   no_leftovers(a, "logits");
   if (ck.empty()) throw Error("fbt logits: --checkpoint is required");
   if (out.empty()) throw Error("fbt logits: --out FILE.npy is required");

@@ -40,6 +40,7 @@
 #include "data/tasks.hpp"
 #include "data/tokenizer.hpp"
 #include "decode/decoder.hpp"
+#include "decode/precision_check.hpp"
 #include "io/checkpoint.hpp"
 #include "io/config_json.hpp"
 #include "layers/block.hpp"

@@ -9,12 +9,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "../ops/activations.hpp"
 #include "../ops/attention.hpp"
 #include "../ops/embedding.hpp"
+#include "../ops/gemm_bf16.hpp"
 #include "../ops/linear.hpp"
 #include "../ops/rmsnorm.hpp"
 #include "../ops/rope.hpp"
@@ -58,10 +60,17 @@ template <class T> struct CpuBackend {
 
   // ---- products -------------------------------------------------------------------------------
   /// C (M, N) = op(A) op(B) (+ C). One row times a transposed weight (decoding) is a matrix-vector product.
+  /// Under matmul_precision() bf16 (float only) the operands are rounded to bf16 (ops/gemm_bf16.hpp).
   void gemm(T* C, long ldc, const T* A, long lda, bool tA, const T* B, long ldb, bool tB, long M, long N, long K, bool acc) {
     auto Cm = smat(C, M, N, ldc);
     auto Am = tA ? csmat(A, K, M, lda) : csmat(A, M, K, lda);
     auto Bm = tB ? csmat(B, N, K, ldb) : csmat(B, K, N, ldb);
+    if constexpr (std::is_same<T, float>::value) {
+      if (matmul_precision() == Precision::bf16) {
+        gemm_bf16(Cm, Am, tA, Bm, tB, acc);
+        return;
+      }
+    }
     if (M == 1 && !tA && tB) {  // W row-major (N, K): one dot product per output
       if (acc) Cm.row(0).transpose().noalias() += Bm * Am.row(0).transpose();
       else Cm.row(0).transpose().noalias() = Bm * Am.row(0).transpose();

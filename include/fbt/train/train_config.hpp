@@ -23,6 +23,7 @@
 #include "../detail/input.hpp"
 #include "../io/config_json.hpp"
 #include "../io/json.hpp"
+#include "../ops/gemm_bf16.hpp"
 #include "lr_schedule.hpp"
 #include "schedule.hpp"
 
@@ -56,6 +57,9 @@ struct TrainConfig {
   int ns_steps = 5;
   std::uint64_t seed = 1;
   int threads = 1;  ///< a step's batch rows split across threads (model/parallel_step.hpp)
+  /// fp32 | bf16: the precision of the model's matrix products in the step and the evaluation (bf16
+  /// operands, fp32 sums: ops/gemm_bf16.hpp); weights, optimizer state, norms, softmax and loss stay fp32
+  std::string precision = "fp32";
   // evaluation and output
   int eval_every = 200, eval_windows = 32, seq_eval_windows = 2, monitor_passes = 30;  ///< seq_eval_windows: 0 = off, -1 = all
   int checkpoint_every = 0;  ///< 0 = only at the end
@@ -335,6 +339,8 @@ inline const std::vector<ConfigField>& train_config_fields() {
     I("ns_steps", "muon/normuon: Newton-Schulz iterations", FBT_T(ns_steps));
     I("seed", "seed of the init, the data and the schedule", FBT_T(seed));
     I("threads", "threads per training step (batch rows split across them)", FBT_T(threads));
+    S("precision", "fp32 | bf16: the model's matrix products (bf16 operands, fp32 sums, through oneDNN; master weights, optimizer, norms and loss stay fp32)",
+      FBT_T(precision));
     // evaluation and output
     I("eval_every", "steps between evaluations (0 = only at the end)", FBT_T(eval_every));
     I("eval_windows", "validation windows per evaluation", FBT_T(eval_windows));
@@ -522,6 +528,8 @@ inline void validate(const TrainConfig& c) {
   at_least("steps", c.steps, 1);
   at_least("warmup_steps", c.warmup_steps, 0);
   if (c.threads < 1 || c.threads > 256) fail("threads", "must be in [1, 256], got " + std::to_string(c.threads));
+  if (c.precision != "fp32" && c.precision != "bf16") fail("precision", "expected fp32 or bf16, got " + detail::quote_value(c.precision));
+  if (c.precision == "bf16" && !bf16_available()) fail("precision", "bf16: " + bf16_unavailable_reason());
   real_in("lr", c.lr, 0, true, inf, true, "(0, inf)");
   real_in("min_lr", c.min_lr, 0, false, c.lr, false, "[0, lr]");
   real_in("wsd_decay_frac", c.wsd_decay_frac, 0, false, 1, false, "[0, 1]");

@@ -254,6 +254,8 @@ template <class M> class Trainer {
         lr_sched(make_lr_schedule(cfg.lr_schedule, cfg.lr, cfg.min_lr, std::min(cfg.warmup_steps, cfg.steps), cfg.steps, cfg.wsd_decay_frac)),
         data_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 1), sched_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 2), dec_(model, kSep) {
     FBT_ASSERT(data, "Trainer needs a data source");
+    if (cfg.precision == "bf16" && !std::is_same<T, float>::value)
+      throw Error("invalid training config: precision: bf16 needs a float model (this Trainer's scalar is not float)");
     if (data->num_eval_windows(cfg.seq_len) < 1)
       throw Error("data " + cfg.data + ": the validation split holds no window of " + std::to_string(cfg.seq_len + 1) +
                   " tokens (evaluation needs one; raise val_fraction or lower seq_len)");
@@ -304,16 +306,19 @@ template <class M> class Trainer {
     r.step = step, r.K = plan_.K, r.loss.assign(plan_.K, 0.0);
     model.opts.z_loss = z_loss_at(step);
     model.params.zero_grad();
-    for (int a = 0; a < cfg.grad_accum; ++a) {
-      data->sample_batch(data_rng, B, Tn, tok_, tgt_, ds_);
-      try {
-        const Batch batch{B, Tn, tok_.data(), tgt_.data(), ds_.data()};
-        if (par_) par_->step(batch, o, st_);
-        else multipass_step(model, ws_, batch, o, st_);
-      } catch (const Error& e) {
-        throw Error("training stopped at step " + std::to_string(step) + ": " + e.what());
+    {
+      const ScopedMatmulPrecision mp(parse_precision(cfg.precision));  // the forward and backward products only; the optimizer is fp32
+      for (int a = 0; a < cfg.grad_accum; ++a) {
+        data->sample_batch(data_rng, B, Tn, tok_, tgt_, ds_);
+        try {
+          const Batch batch{B, Tn, tok_.data(), tgt_.data(), ds_.data()};
+          if (par_) par_->step(batch, o, st_);
+          else multipass_step(model, ws_, batch, o, st_);
+        } catch (const Error& e) {
+          throw Error("training stopped at step " + std::to_string(step) + ": " + e.what());
+        }
+        for (int j = 0; j < plan_.K; ++j) r.loss[j] += st_.loss[j] / cfg.grad_accum;
       }
-      for (int j = 0; j < plan_.K; ++j) r.loss[j] += st_.loss[j] / cfg.grad_accum;
     }
     r.grad_norm = clip_grad_norm(model.params, cfg.grad_clip);
     if (!std::isfinite(r.grad_norm)) throw Error("training stopped at step " + std::to_string(step) + ": non-finite gradient norm (" + std::to_string(r.grad_norm) + ") with K = " + std::to_string(plan_.K));
@@ -339,6 +344,7 @@ template <class M> class Trainer {
   /// \brief Per-pass validation losses, the sequential-exact losses, the contraction monitor, the data's
   /// optimal loss beside them (when known) and all of them by position within a document.
   EvalReport evaluate() {
+    const ScopedMatmulPrecision mp(parse_precision(cfg.precision));  // the run's precision (bf16 runs evaluate in bf16)
     model.opts.z_loss = cfg.model.z_loss;  // validation losses use the model's own z-loss (the cooldown's is a training term)
     EvalReport e;
     e.step = step, e.tokens = tokens;
@@ -487,6 +493,9 @@ template <class M> class Trainer {
                    model.params.size(), cfg.model.fuser.c_str(), data->describe().c_str(), step_bytes() / 1e6,
                    M::has_feedback ? cfg.schedule.K_max : 1, cfg.schedule.detach ? ", detached" : "", cfg.steps, cfg.batch_size,
                    cfg.seq_len, cfg.grad_accum, sched.mean_passes());
+    if (out && cfg.precision == "bf16")
+      std::fprintf(out, "  precision bf16: matrix products with bf16 operands and fp32 sums (oneDNN %s); weights, optimizer, norms, loss fp32\n",
+                   gemm_bf16_impl(256, 256, 256).c_str());
     const auto t0 = std::chrono::steady_clock::now();
     const double tok0 = tokens;
     double step_s = 0, opt_s = 0;  // this process's steps: their time, and the optimizer's part of it

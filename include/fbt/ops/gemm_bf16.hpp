@@ -1,0 +1,226 @@
+// fbt/ops/gemm_bf16.hpp: bf16 mixed-precision matrix products (float tensors, bf16 operands, fp32 sums).
+//
+// Mixed precision in fbt changes one thing: the operands of the model's linear products (projections,
+// MLP, fuser, LM head, forward and backward) are rounded to bfloat16 (round to nearest even) and
+// multiplied with float accumulation, C = op(A)_bf16 op(B)_bf16 in fp32. Everything else stays float:
+// the master weights, the optimizer state, the gradients, the activations between products, the norms,
+// softmax, attention and the loss. This is what PyTorch calls `torch.set_float32_matmul_precision
+// ("medium")` and close to `torch.autocast("cpu", torch.bfloat16)` (which also keeps activations in
+// bf16 between products, and runs attention in bf16).
+//
+//   fbt::set_matmul_precision(fbt::Precision::bf16);     // process-wide; every thread of a step sees it
+//   { fbt::ScopedMatmulPrecision p(fbt::Precision::bf16); ... }   // for one scope (restored after)
+//
+// The products run through oneDNN (Intel's deep-learning primitives, Debian's libdnnl-dev): its matmul
+// dispatches at run time to AMX (Sapphire Rapids and later), AVX512-BF16 (Cooper Lake, Zen 4/5) or an
+// AVX-512 / AVX2 fallback that converts to float. fbt is compiled with it when CMake finds it
+// (FBT_HAVE_DNNL); without it the float path is unchanged and asking for bf16 is refused with a message
+// (bf16_available()). `gemm_bf16_reference` (rounded operands, Eigen's float product) is the
+// definition the oneDNN path is tested against: a product of two bf16 numbers is exact in float, so the
+// two differ only by the order of the float sums.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "gemm.hpp"
+
+#if defined(FBT_HAVE_DNNL)
+#include <dlfcn.h>
+
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace fbt {
+
+/// The precision of the model's matrix products (the operands; sums are always float).
+enum class Precision { fp32, bf16 };
+
+inline const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
+/// Parses "fp32" / "bf16" (also "float32", "bfloat16"); throws naming the value otherwise.
+inline Precision parse_precision(const std::string& s) {
+  if (s == "fp32" || s == "float32" || s == "float") return Precision::fp32;
+  if (s == "bf16" || s == "bfloat16") return Precision::bf16;
+  throw Error("precision: unknown value '" + s + "' (expected fp32 or bf16)");
+}
+
+/// True when this build can run bf16 products (compiled with oneDNN).
+inline bool bf16_available() {
+#if defined(FBT_HAVE_DNNL)
+  return true;
+#else
+  return false;
+#endif
+}
+/// Why bf16 is not available, with what to do (empty when it is).
+inline std::string bf16_unavailable_reason() {
+  if (bf16_available()) return {};
+  return "this build of fbt has no bf16 matrix products: it was compiled without oneDNN. Install it "
+         "(Debian: apt-get install libdnnl-dev, or scripts/setup.sh) and rebuild; CMake then reports "
+         "'fbt: oneDNN <version> found, --precision bf16 enabled'";
+}
+
+namespace detail {
+inline std::atomic<int>& matmul_precision_flag() {
+  static std::atomic<int> p{int(Precision::fp32)};
+  return p;
+}
+}  // namespace detail
+
+/// The precision the CPU backend's products use now (process-wide).
+inline Precision matmul_precision() { return Precision(detail::matmul_precision_flag().load(std::memory_order_relaxed)); }
+/// Sets it for the whole process. bf16 in a build without oneDNN throws (bf16_unavailable_reason()).
+inline void set_matmul_precision(Precision p) {
+  if (p == Precision::bf16 && !bf16_available()) throw Error("precision bf16: " + bf16_unavailable_reason());
+  detail::matmul_precision_flag().store(int(p), std::memory_order_relaxed);
+}
+/// Sets the precision for a scope and restores the previous one after.
+class ScopedMatmulPrecision {
+ public:
+  explicit ScopedMatmulPrecision(Precision p) : prev_(matmul_precision()) { set_matmul_precision(p); }
+  ~ScopedMatmulPrecision() { detail::matmul_precision_flag().store(int(prev_), std::memory_order_relaxed); }
+  ScopedMatmulPrecision(const ScopedMatmulPrecision&) = delete;
+  ScopedMatmulPrecision& operator=(const ScopedMatmulPrecision&) = delete;
+
+ private:
+  Precision prev_;
+};
+
+/// float -> bfloat16 bits, rounded to nearest even (NaN stays a quiet NaN).
+inline std::uint16_t float_to_bf16(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return std::uint16_t((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return std::uint16_t(u >> 16);
+}
+inline float bf16_to_float(std::uint16_t b) {
+  const std::uint32_t u = std::uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+/// x rounded to the nearest bfloat16, as a float.
+inline float round_bf16(float x) { return bf16_to_float(float_to_bf16(x)); }
+
+/// \brief The definition of a bf16 product: C (M, N) (+)= op(A) op(B) with both operands rounded to bf16
+/// first, summed in float (Eigen's product). Slow (copies both operands); tests and references only.
+inline void gemm_bf16_reference(RowMapS<float> C, CRowMapS<float> A, bool transA, CRowMapS<float> B, bool transB, bool accumulate) {
+  RowMat<float> a = A.unaryExpr([](float x) { return round_bf16(x); });  // (rows of A, cols of A)
+  RowMat<float> b = B.unaryExpr([](float x) { return round_bf16(x); });
+  gemm(C, csmat(a.data(), a.rows(), a.cols()), transA, csmat(b.data(), b.rows(), b.cols()), transB, accumulate);
+}
+
+#if defined(FBT_HAVE_DNNL)
+namespace detail {
+
+/// Converts the (rows, cols) block at src (row stride ld) to contiguous bf16 at dst, rounding to nearest even.
+inline void to_bf16(std::uint16_t* dst, const float* src, long rows, long cols, long ld) {
+  for (long r = 0; r < rows; ++r) {
+    const float* s = src + r * ld;
+    std::uint16_t* d = dst + r * cols;
+    for (long c = 0; c < cols; ++c) {  // vectorised by the compiler: integer adds and shifts
+      std::uint32_t u;
+      std::memcpy(&u, s + c, 4);
+      const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+      d[c] = std::uint16_t((u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u) : rounded);
+    }
+  }
+}
+
+/// One oneDNN engine and, per thread, a stream, the bf16 copies of the operands and the matmul primitives
+/// made so far (one per shape: a model has a few dozen; primitive creation costs ~0.1 ms, so it is done once).
+struct DnnlContext {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+};
+inline DnnlContext& dnnl_context() {
+  static DnnlContext c;
+  return c;
+}
+struct DnnlThread {
+  dnnl::stream stream{dnnl_context().eng};
+  AlignedVector<std::uint16_t> a, b;  // bf16 copies of A and B, contiguous, in their storage order
+  using Key = std::tuple<long, long, long, long, bool, bool, bool>;  // M, N, K, ldc, transA, transB, accumulate
+  std::map<Key, dnnl::matmul> prims;
+  DnnlThread() {
+    // fbt splits a step across its own threads; each product runs on the calling thread only. Debian's
+    // oneDNN uses OpenMP, whose team size is per calling thread: set it to 1 here (found at run time, so
+    // fbt does not link an OpenMP runtime itself).
+    using SetThreads = void (*)(int);
+    if (auto f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"))) f(1);
+  }
+};
+inline DnnlThread& dnnl_thread() {
+  thread_local DnnlThread t;
+  return t;
+}
+
+}  // namespace detail
+
+/// \brief C (M, N) = op(A) op(B) (+ C when accumulate), operands rounded to bf16, sums in float (oneDNN).
+inline void gemm_bf16(RowMapS<float> C, CRowMapS<float> A, bool transA, CRowMapS<float> B, bool transB, bool accumulate) {
+  using dnnl::memory;
+  const long M = transA ? A.cols() : A.rows(), K = transA ? A.rows() : A.cols();
+  const long N = transB ? B.rows() : B.cols(), KB = transB ? B.cols() : B.rows();
+  FBT_ASSERT(K == KB && C.rows() == M && C.cols() == N, "gemm_bf16: shape mismatch");
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (!accumulate) C.setZero();
+    return;
+  }
+  auto& th = detail::dnnl_thread();
+  // Both operands are copied to contiguous bf16 in their own storage order; oneDNN's matmul takes a
+  // transposed operand as strides ((M, K) with strides (1, M)), at full speed.
+  if (th.a.size() < std::size_t(M * K)) th.a.resize(std::size_t(M * K));
+  if (th.b.size() < std::size_t(K * N)) th.b.resize(std::size_t(K * N));
+  if (!transA) detail::to_bf16(th.a.data(), A.data(), M, K, A.outerStride());
+  else detail::to_bf16(th.a.data(), A.data(), K, M, A.outerStride());
+  if (!transB) detail::to_bf16(th.b.data(), B.data(), K, N, B.outerStride());
+  else detail::to_bf16(th.b.data(), B.data(), N, K, B.outerStride());
+  const long ldc = C.outerStride();
+  const detail::DnnlThread::Key key{M, N, K, ldc, transA, transB, accumulate};
+  auto it = th.prims.find(key);
+  auto& eng = detail::dnnl_context().eng;
+  const memory::desc a_md({M, K}, memory::data_type::bf16, transA ? memory::dims{1, M} : memory::dims{K, 1});
+  const memory::desc b_md({K, N}, memory::data_type::bf16, transB ? memory::dims{1, K} : memory::dims{N, 1});
+  const memory::desc c_md({M, N}, memory::data_type::f32, memory::dims{ldc, 1});
+  if (it == th.prims.end()) {
+    dnnl::primitive_attr attr;
+    if (accumulate) {
+      dnnl::post_ops po;
+      po.append_sum(1.f);
+      attr.set_post_ops(po);
+    }
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, eng);
+    it = th.prims.emplace(key, dnnl::matmul(pd)).first;
+  }
+  memory am(a_md, eng, th.a.data()), bm(b_md, eng, th.b.data()), cm(c_md, eng, C.data());
+  it->second.execute(th.stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  th.stream.wait();
+}
+
+/// The name of the oneDNN kernel a bf16 product of this shape runs (e.g. "brg:avx512_core_bf16"), for the
+/// benchmarks' reports: which of AMX, AVX512-BF16 or a fallback this CPU got.
+inline std::string gemm_bf16_impl(long M, long N, long K) {
+  using dnnl::memory;
+  auto& eng = detail::dnnl_context().eng;
+  const memory::desc a_md({M, K}, memory::data_type::bf16, memory::dims{K, 1});
+  const memory::desc b_md({K, N}, memory::data_type::bf16, memory::dims{1, K});
+  const memory::desc c_md({M, N}, memory::data_type::f32, memory::dims{N, 1});
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), eng);
+  return pd.impl_info_str();
+}
+#else
+inline void gemm_bf16(RowMapS<float>, CRowMapS<float>, bool, CRowMapS<float>, bool, bool) {
+  throw Error("gemm_bf16: " + bf16_unavailable_reason());
+}
+inline std::string gemm_bf16_impl(long, long, long) { return "unavailable (built without oneDNN)"; }
+#endif
+
+}  // namespace fbt
