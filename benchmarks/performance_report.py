@@ -64,12 +64,12 @@ def load(dirs):
         j["_dir"], j["_cpu"] = d, cpu_line_of(d)
         meta.append(j)
         for r in j["results"]:
-            r["_cpu"] = j["_cpu"]
+            r["_cpu"], r["_dir"] = j["_cpu"], d
             key = (r["config"], r["threads"], r["measure"], prec(r))
             if key in rows:  # a later run adds its peers; the fbt numbers of the first run stay (ratios are per run)
                 for impl, v in r["impls"].items():
-                    if impl != "fbt":
-                        rows[key]["impls"].setdefault(impl, v)
+                    if impl != "fbt" and impl not in rows[key]["impls"]:
+                        rows[key]["impls"][impl] = dict(v, _dir=d)
             else:
                 rows[key] = r
     return rows, meta
@@ -157,6 +157,7 @@ def main():
     cpu_header(r["_cpu"] for r in rows.values())
     print("| config | threads | measure | precision | unit | fbt median [p25-p75] | peer | peer median [p25-p75] | speedup peer/fbt (range) | peak RSS MB fbt / peer |")
     print("|---|---:|---|---|---|---:|---|---:|---:|---:|")
+    later = False
     for (cfg, th, m, pr), r in sorted(rows.items(), key=lambda kv: (kv[0][0] != "tiny", kv[0][1], kv[0][2], order.get(kv[0][3], 9))):
         f = r["impls"].get("fbt")
         fcell = f"{fmt_ms(f['median_ms'])} [{fmt_ms(f['p25_ms'])}-{fmt_ms(f['p75_ms'])}]" if f else "-"
@@ -166,9 +167,14 @@ def main():
             q = r["impls"][p]
             rng = q.get("speedup_rounds") or [q.get("speedup", float("nan"))]
             sp = f"**{q['speedup']:.2f}x** ({min(rng):.2f}-{max(rng):.2f})" if "speedup" in q else "-"
-            print(f"| {cfg} | {th} | {m} | {pr} | {r['unit']} | {fcell} | {p} | "
+            other = q.get("_dir", r["_dir"]) != r["_dir"]
+            later |= other
+            print(f"| {cfg} | {th} | {m} | {pr} | {r['unit']} | {fcell} | {p}{' †' if other else ''} | "
                   f"{fmt_ms(q['median_ms'])} [{fmt_ms(q['p25_ms'])}-{fmt_ms(q['p75_ms'])}] | {sp} | "
                   f"{f['peak_rss_mb'] if f else float('nan'):.0f} / {q['peak_rss_mb']:.0f} |")
+
+    if later:
+        print("\n† the peer from a later results directory than the fbt column: its speedup is against that run's own fbt time.")
 
     def get(cfg, th, m, impl="fbt", pr="fp32"):
         r = rows.get((cfg, th, m, pr))
