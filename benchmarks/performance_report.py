@@ -100,17 +100,18 @@ def soft_overhead(path):
               f"{1e3 * statistics.median(d['soft_median_ms'] for d in ds):.1f} | {100 * med:+.2f}% ({100 * min(ov):+.2f}% to {100 * max(ov):+.2f}%) | {'yes' if med <= 0.02 else 'NO'} |")
 
 
-def bf16_table(meta, peers):
+def bf16_table(meta, all_peers):
     """bf16 beside fp32, per run that measured both (ratios within that run)."""
     runs = [j for j in meta if any(prec(r) != "fp32" for r in j["results"])]
     if not runs:
         return
-    impls = ["fbt"] + peers
     print("\n### bf16 beside fp32\n")
     print("Times are medians over rounds (ms, the measure's unit); `(x N)` after a bf16 time is that side's fp32 time / its bf16 "
           "time (per round, then the median): above 1, bf16 is faster. The last columns are the peer/fbt speedups in each "
           "precision. fbt bf16: `--precision bf16` (bf16 operands, fp32 accumulation); peer bf16: torch.autocast(cpu, bfloat16).\n")
     for j in runs:
+        peers = [p for p in all_peers if p in j["settings"].get("peer_variants", all_peers)]  # the run's own variants
+        impls = ["fbt"] + peers
         print(f"From `{j['_dir']}` ({j['date']}).\n")
         cpu_header([j["_cpu"]])
         head = "| config | threads | measure | unit |"
