@@ -27,7 +27,7 @@ for b in "$old" "$new"; do
   [[ $b == - || -x $b ]] || { echo "regress.sh: $b is not an executable bench_e2e" >&2; exit 2; }
 done
 export ROUNDS="${ROUNDS:-5}" REPS="${REPS:-5}" WARMUP="${WARMUP:-1}" THREADS=1 TABLE=0
-precisions=(${PRECISIONS:-fp32 bf16})
+read -r -a precisions <<< "${PRECISIONS:-fp32 bf16}"
 runs_bf16() {  # does this build answer --precision bf16?
   "$1" --config tiny --threads 1 --measure sgemm --reps 1 --warmup 0 --precision bf16 2>/dev/null | grep -q '"precision": "bf16"'
 }

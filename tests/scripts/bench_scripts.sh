@@ -26,7 +26,7 @@ if [[ -f $r/run1/e2e.json ]]; then
   grep -q "^### Targets" "$tmp/old.md"
   grep -q "^### Soft decoding overhead" "$tmp/old.md"
   test "$(grep -c '^CPU: ' "$tmp/old.md")" -ge 2
-  ! grep -q "bf16 beside fp32" "$tmp/old.md"
+  if grep -q "bf16 beside fp32" "$tmp/old.md"; then echo "unexpected bf16 table" >&2; exit 1; fi
 fi
 
 # compare_table.py: two sides, three rounds, new 10% faster in every round; and one side
