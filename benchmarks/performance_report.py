@@ -9,26 +9,67 @@ turn in one process), not from separate decode processes, whose latencies differ
 processes on this machine.
 
 Reads each RESULTS_DIR/e2e.json (written by benchmarks/run_e2e.py) and prints, in markdown:
-  1. the side-by-side table (fbt vs the PyTorch peer, median [p25-p75], speedup median (range), peak RSS);
-  2. the issue-4 targets, each computed from the same runs: baseline train step >= 1.5x the peer, share of
-     the SGEMM ceiling (same run, same thread count), K-pass step vs K single-pass steps, grad_passes = 1 vs
-     (K-1) forwards + one step, soft vs standard decode, decode latency vs the peer, peak memory vs the peer.
+  1. the side-by-side table (fbt vs the PyTorch peer, median [p25-p75], speedup median (range), peak RSS),
+     one row per (config, threads, measure, precision, peer);
+  2. the issue-4 targets, each computed from the same runs (fp32 rows): baseline train step >= 1.5x the peer,
+     share of the SGEMM ceiling (same run, same thread count), K-pass step vs K single-pass steps,
+     grad_passes = 1 vs (K-1) forwards + one step, soft vs standard decode, decode latency vs the peer, peak
+     memory vs the peer;
+  3. when a RESULTS_DIR holds bf16 rows (run_e2e.py --precisions fp32,bf16): bf16 beside fp32, from that
+     one run: each side's times in both precisions, its fp32/bf16 ratio and the peer/fbt speedups of both.
+A line naming the CPU (benchmarks/cpu_info.py: RESULTS_DIR/cpu.json, else the record in e2e.json) stands
+above every table; the soft-overhead table takes cpu.json beside the .jsonl file. Result files from before
+the precision field (no "precision" in e2e.json) are fp32.
 """
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cpu_info  # noqa: E402
+
+
+def prec(r):
+    return r.get("precision", "fp32")
+
+
+def cpu_line_of(d):
+    """The CPU of one results directory: its cpu.json, else e2e.json's cpu or machine record."""
+    p = os.path.join(d, "cpu.json")
+    if os.path.exists(p):
+        return cpu_info.summary_line(json.load(open(p)))
+    p = os.path.join(d, "e2e.json")
+    if os.path.exists(p):
+        j = json.load(open(p))
+        return cpu_info.summary_line(j.get("cpu") or j.get("machine"))
+    return "CPU: not recorded"
+
+
+def cpu_header(lines):
+    """One line per distinct CPU among the runs a table draws on."""
+    lines = list(dict.fromkeys(lines))
+    if len(lines) == 1:
+        print(lines[0] + "\n")
+    else:
+        print("Runs on more than one CPU:\n")
+        for l in lines:
+            print(f"- {l}")
+        print()
 
 
 def load(dirs):
     rows, meta = {}, []
     for d in dirs:
         j = json.load(open(f"{d}/e2e.json"))
+        j["_dir"], j["_cpu"] = d, cpu_line_of(d)
         meta.append(j)
         for r in j["results"]:
-            key = (r["config"], r["threads"], r["measure"])
+            r["_cpu"], r["_dir"] = j["_cpu"], d
+            key = (r["config"], r["threads"], r["measure"], prec(r))
             if key in rows:  # a later run adds its peers; the fbt numbers of the first run stay (ratios are per run)
                 for impl, v in r["impls"].items():
-                    if impl != "fbt":
-                        rows[key]["impls"].setdefault(impl, v)
+                    if impl != "fbt" and impl not in rows[key]["impls"]:
+                        rows[key]["impls"][impl] = dict(v, _dir=d)
             else:
                 rows[key] = r
     return rows, meta
@@ -48,6 +89,8 @@ def soft_overhead(path):
             d = json.loads(line)
             runs.setdefault((d["config"], d["measure"]), []).append(d)
     print("\n### Soft decoding overhead (standard and soft steps in turn, in one process)\n")
+    cj = os.path.join(os.path.dirname(os.path.abspath(path)), "cpu.json")
+    cpu_header([cpu_info.summary_line(json.load(open(cj))) if os.path.exists(cj) else "CPU: not recorded"])
     print("| config | context | processes | standard us/token (median of medians) | soft us/token | overhead median (range) | met (<= 2%) |")
     print("|---|---:|---:|---:|---:|---:|---|")
     for (cfg, m), ds in sorted(runs.items(), key=lambda kv: (kv[0][0] != "tiny", int(kv[0][1].rsplit("_", 1)[1]))):
@@ -55,6 +98,50 @@ def soft_overhead(path):
         med = statistics.median(ov)
         print(f"| {cfg} | {m.rsplit('_', 1)[1]} | {len(ds)} | {1e3 * statistics.median(d['standard_median_ms'] for d in ds):.1f} | "
               f"{1e3 * statistics.median(d['soft_median_ms'] for d in ds):.1f} | {100 * med:+.2f}% ({100 * min(ov):+.2f}% to {100 * max(ov):+.2f}%) | {'yes' if med <= 0.02 else 'NO'} |")
+
+
+def bf16_table(meta, all_peers):
+    """bf16 beside fp32, per run that measured both (ratios within that run)."""
+    runs = [j for j in meta if any(prec(r) != "fp32" for r in j["results"])]
+    if not runs:
+        return
+    print("\n### bf16 beside fp32\n")
+    print("Times are medians over rounds (ms, the measure's unit); `(x N)` after a bf16 time is that side's fp32 time / its bf16 "
+          "time (per round, then the median): above 1, bf16 is faster. The last columns are the peer/fbt speedups in each "
+          "precision. fbt bf16: `--precision bf16` (bf16 operands, fp32 accumulation); peer bf16: torch.autocast(cpu, bfloat16).\n")
+    for j in runs:
+        peers = [p for p in all_peers if p in j["settings"].get("peer_variants", all_peers)]  # the run's own variants
+        impls = ["fbt"] + peers
+        print(f"From `{j['_dir']}` ({j['date']}).\n")
+        cpu_header([j["_cpu"]])
+        head = "| config | threads | measure | unit |"
+        sep = "|---|---:|---|---|"
+        for i in impls:
+            head += f" {i} fp32 | {i} bf16 (x fp32/bf16) |"
+            sep += "---:|---:|"
+        for p in peers:
+            head += f" {p}/fbt fp32 | {p}/fbt bf16 |"
+            sep += "---:|---:|"
+        print(head)
+        print(sep)
+        by = {(r["config"], r["threads"], r["measure"], prec(r)): r for r in j["results"]}
+        for (cfg, th, m, pr), r in by.items():
+            if pr == "fp32":
+                continue
+            base = by.get((cfg, th, m, "fp32"), {"impls": {}})
+            line = f"| {cfg} | {th} | {m} | {r['unit']} |"
+            for i in impls:
+                a, b = base["impls"].get(i), r["impls"].get(i)
+                na = i == "torch.compile" and m == "sgemm"
+                gain = f" (x {b['vs_fp32']:.2f})" if b and "vs_fp32" in b else ""
+                line += " n/a | n/a |" if na else f" {fmt_ms(a['median_ms']) if a else '-'} | {fmt_ms(b['median_ms']) + gain if b else '-'} |"
+            for p in peers:
+                a, b = base["impls"].get(p), r["impls"].get(p)
+                na = p == "torch.compile" and m == "sgemm"
+                sp = lambda s: f"{s['speedup']:.2f}x" if s and "speedup" in s else "-"
+                line += " n/a | n/a |" if na else f" {sp(a)} | {sp(b)} |"
+            print(line)
+        print()
 
 
 def main():
@@ -66,34 +153,47 @@ def main():
         del args[i : i + 2]
     rows, meta = load(args)
     peers = ["torch", "torch.compile"]
+    order = {"fp32": 0, "bf16": 1}
     print("### Side by side\n")
-    print("| config | threads | measure | unit | fbt median [p25-p75] | peer | peer median [p25-p75] | speedup peer/fbt (range) | peak RSS MB fbt / peer |")
-    print("|---|---:|---|---|---:|---|---:|---:|---:|")
-    for (cfg, th, m), r in sorted(rows.items(), key=lambda kv: (kv[0][0] != "tiny", kv[0][1], kv[0][2])):
-        f = r["impls"]["fbt"]
+    cpu_header(r["_cpu"] for r in rows.values())
+    print("| config | threads | measure | precision | unit | fbt median [p25-p75] | peer | peer median [p25-p75] | speedup peer/fbt (range) | peak RSS MB fbt / peer |")
+    print("|---|---:|---|---|---|---:|---|---:|---:|---:|")
+    later = False
+    for (cfg, th, m, pr), r in sorted(rows.items(), key=lambda kv: (kv[0][0] != "tiny", kv[0][1], kv[0][2], order.get(kv[0][3], 9))):
+        f = r["impls"].get("fbt")
+        fcell = f"{fmt_ms(f['median_ms'])} [{fmt_ms(f['p25_ms'])}-{fmt_ms(f['p75_ms'])}]" if f else "-"
         for p in peers:
             if p not in r["impls"]:
                 continue
             q = r["impls"][p]
             rng = q.get("speedup_rounds") or [q.get("speedup", float("nan"))]
-            print(f"| {cfg} | {th} | {m} | {r['unit']} | {fmt_ms(f['median_ms'])} [{fmt_ms(f['p25_ms'])}-{fmt_ms(f['p75_ms'])}] | {p} | "
-                  f"{fmt_ms(q['median_ms'])} [{fmt_ms(q['p25_ms'])}-{fmt_ms(q['p75_ms'])}] | **{q['speedup']:.2f}x** ({min(rng):.2f}-{max(rng):.2f}) | "
-                  f"{f['peak_rss_mb']:.0f} / {q['peak_rss_mb']:.0f} |")
+            sp = f"**{q['speedup']:.2f}x** ({min(rng):.2f}-{max(rng):.2f})" if "speedup" in q else "-"
+            other = q.get("_dir", r["_dir"]) != r["_dir"]
+            later |= other
+            print(f"| {cfg} | {th} | {m} | {pr} | {r['unit']} | {fcell} | {p}{' †' if other else ''} | "
+                  f"{fmt_ms(q['median_ms'])} [{fmt_ms(q['p25_ms'])}-{fmt_ms(q['p75_ms'])}] | {sp} | "
+                  f"{f['peak_rss_mb'] if f else float('nan'):.0f} / {q['peak_rss_mb']:.0f} |")
 
-    def get(cfg, th, m, impl="fbt"):
-        r = rows.get((cfg, th, m))
+    if later:
+        print("\n† the peer from a later results directory than the fbt column: its speedup is against that run's own fbt time.")
+
+    def get(cfg, th, m, impl="fbt", pr="fp32"):
+        r = rows.get((cfg, th, m, pr))
         return r["impls"].get(impl) if r else None
 
+    bf16_table(meta, peers)
+
     print("\n### Targets\n")
+    cpu_header(r["_cpu"] for k, r in rows.items() if k[3] == "fp32")
     print("| target | config | threads | measured | met |")
     print("|---|---|---:|---|---|")
     for cfg in ["tiny", "small"]:
         for th in [1, 2]:
             t = get(cfg, th, "train", "torch")
-            if t:
+            if t and "speedup" in t:
                 print(f"| baseline train step >= 1.5x the peer's tokens/s | {cfg} | {th} | {t['speedup']:.2f}x (range {min(t['speedup_rounds']):.2f}-{max(t['speedup_rounds']):.2f}) | {'yes' if t['speedup'] >= 1.5 else 'NO'} |")
             tc = get(cfg, th, "train", "torch.compile")
-            if tc:
+            if tc and "speedup" in tc:
                 print(f"| ... against torch.compile | {cfg} | {th} | {tc['speedup']:.2f}x | {'yes' if tc['speedup'] >= 1.5 else 'NO'} |")
     for cfg in ["tiny", "small"]:
         for th in [1, 2]:
@@ -104,6 +204,11 @@ def main():
                 goal = " (target >= 70%)" if (cfg, th) == ("small", 1) else ""
                 print(f"| train step GFLOP/s as a share of the SGEMM ceiling (threads x the 1-thread 1024^3 SGEMM){goal} | {cfg} | {th} | {tr['gflops']:.1f} of {ceil:.0f} GFLOP/s = {100 * share:.1f}% | "
                       f"{('yes' if share >= 0.7 else 'NO') if goal else '-'} |")
+            s, tr = get(cfg, 1, "sgemm", pr="bf16"), get(cfg, th, "train", pr="bf16")  # the same in bf16 (no target)
+            if s and tr:
+                ceil = th * 2 * 1024**3 / (s["median_ms"] / 1e3) / 1e9
+                print(f"| bf16 train step GFLOP/s as a share of the bf16 1024^3 product (threads x 1 thread) | {cfg} | {th} | "
+                      f"{tr['gflops']:.1f} of {ceil:.0f} GFLOP/s = {100 * tr['gflops'] / ceil:.1f}% | - |")
     for cfg in ["tiny", "small"]:
         for th in [1, 2]:
             k1 = get(cfg, th, "fbt_k1")
@@ -121,13 +226,13 @@ def main():
             for mode in ("standard", "soft"):
                 for p in peers:
                     q = get(cfg, 1, f"decode_{mode}_{ctx}", p)
-                    if q:
+                    if q and "speedup" in q:
                         lat = 1 / q["speedup"]
                         print(f"| KV-cached decode latency <= 0.5x the peer's ({p}) | {cfg} | 1 | {mode}, context {ctx}: {lat:.2f}x | {'yes' if lat <= 0.5 else 'NO'} |")
     worst = None
-    for (cfg, th, m), r in rows.items():
+    for (cfg, th, m, pr), r in rows.items():
         for p in peers:
-            if p in r["impls"] and m != "sgemm":
+            if p in r["impls"] and "fbt" in r["impls"] and m != "sgemm" and pr == "fp32":
                 ratio = r["impls"]["fbt"]["peak_rss_mb"] / r["impls"][p]["peak_rss_mb"]
                 if worst is None or ratio > worst[0]:
                     worst = (ratio, cfg, th, m, p)

@@ -2,10 +2,11 @@
 """bench_peer.py: timings of the PyTorch peer, with the measures of fbt's bench_e2e.
 
     python bench_peer.py --config tiny|small --threads N --measure M [--reps R] [--warmup W]
-                         [--init DIR|FILE] [--compile] [--batch B] [--seq T]
+                         [--init DIR|FILE] [--compile] [--precision fp32|bf16] [--batch B] [--seq T]
 
-Prints ONE JSON line with the keys of bench_e2e's line ("impl" is "torch" or "torch.compile", plus
-"torch": the version, "env": the fairness settings in force, "compile_error" when compile fell back).
+Prints ONE JSON line with the keys of bench_e2e's line ("impl" is "torch" or "torch.compile",
+"precision" fp32 or bf16, plus "torch": the version, "blas": torch's BLAS_INFO, "env": the fairness
+settings in force, "compile_error" when compile fell back).
 Run one measure per process (benchmarks/run_e2e.py does), so peak RSS is that measure's own.
 
 Measures (the same work as bench_e2e): train (baseline model, fuser none: forward, backward, AdamW),
@@ -13,7 +14,14 @@ fbt_k1 (glu model, K = 1), kpass2, kpass3 (glu, no detach, sigma 0.02, uniform p
 (grad_passes 1), mix (33 steps: 25 x K=1, 7 x K=2, 1 x K=3 in a fixed shuffled order; time per step),
 forward (K = 1, no grad), decode_{standard,soft}_{128,1024} (ms per token of 64 KV-cached steps after a
 prefill of that many tokens), prefill_fused1 (fused(1) prefill of a 128-token prompt, with a fresh cache),
-sgemm (a 1024^3 float product, torch.mm: the BLAS ceiling).
+sgemm (a 1024^3 float product, torch.mm: the BLAS ceiling; with --precision bf16 a torch.mm of bf16
+tensors, bf16 result).
+
+--precision bf16: torch.autocast("cpu", dtype=torch.bfloat16) around the forward and the loss of every
+measure (training and K-pass steps, forward, prefill, decode steps); backward and AdamW run outside it,
+on the fp32 master weights (autocast's usual recipe). With --compile the autocast context is inside the
+function handed to torch.compile (fbt_torch.autocast(None) is a disabled context, so fp32 compiles the
+same code): dynamo traces it and Inductor compiles the bf16 casts into the forward and backward graphs.
 Every training step is zero_grad + forward + backward + AdamW (fused CPU kernel, lr 1e-4, betas 0.9/0.95,
 wd 0.1 on matrices), no clipping, as bench_e2e's step.
 
@@ -69,6 +77,18 @@ def forward_flops_per_token(c, T):
     return 2.0 * (c.num_hidden_layers * per_layer + c.vocab_size * D) + c.num_hidden_layers * 4.0 * QD * (T + 1) / 2.0
 
 
+def blas_info(torch):
+    """torch's BLAS_INFO (mkl, open, ...) and whether oneDNN runs bf16 products here."""
+    import re
+    m = re.search(r"BLAS_INFO=([^,\s]+)", torch.__config__.show())
+    info = m.group(1) if m else "?"
+    try:
+        bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    except Exception:  # noqa: BLE001
+        bf16 = None
+    return f"{info}; mkldnn bf16 {'yes' if bf16 else 'no' if bf16 is not None else '?'}"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default="tiny", choices=("tiny", "small"))
@@ -78,6 +98,8 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--init", default=None, help="fbt checkpoint file or `bench_e2e --save-init` directory")
     ap.add_argument("--compile", action="store_true", help="torch.compile the step (training/forward) or decode step")
+    ap.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
+                    help="bf16: torch.autocast(cpu, bfloat16) around forward and loss; sgemm: bf16 operands")
     ap.add_argument("--batch", type=int, default=None)
     ap.add_argument("--seq", type=int, default=None)
     ap.add_argument("--seed", type=int, default=1)
@@ -102,6 +124,7 @@ def main(argv=None):
         torch.set_num_interop_threads(1)
     except RuntimeError:
         pass
+    amp = ft.PRECISIONS[a.precision]  # None (fp32) or torch.bfloat16
     torch.manual_seed(a.seed)
     gen = torch.Generator().manual_seed(a.seed)
     cfg_name = a.config
@@ -146,16 +169,16 @@ def main(argv=None):
             out.append((time.perf_counter() - t0) * 1e3)
         return out
 
-    if a.measure == "sgemm":  # the ceiling: a 1024^3 float product (torch.mm: MKL here)
-        n = 1024
-        A, Bm = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen)
-        C = torch.empty(n, n)
+    if a.measure == "sgemm":  # the ceiling: a 1024^3 float product (torch.mm: MKL here); bf16: bf16 operands and result
+        n, dt = 1024, amp or torch.float32
+        A, Bm = torch.randn(n, n, generator=gen).to(dt), torch.randn(n, n, generator=gen).to(dt)
+        C = torch.empty(n, n, dtype=dt)
         times = timed(lambda: torch.mm(A, Bm, out=C), a.warmup, a.reps)
         tokens_per_rep, flops_per_token = 1.0, 2.0 * n ** 3
         impl = "torch"
     elif a.measure.startswith("decode_") or a.measure == "prefill_fused1":
         model.eval()
-        dec = ft.Decoder(model)
+        dec = ft.Decoder(model, amp=amp)
         if a.compile:
             # compile now (a prefill and three steps in the measure's mode, outside the timing); on any
             # failure fall back to eager and record why
@@ -169,7 +192,7 @@ def main(argv=None):
             except Exception as e:  # noqa: BLE001
                 compile_error = f"{type(e).__name__}: {e}"[:500]
                 impl = "torch"
-                dec = ft.Decoder(model)
+                dec = ft.Decoder(model, amp=amp)
         if a.measure == "prefill_fused1":
             P = 128
             prompt = tok[:1, :P]
@@ -202,7 +225,8 @@ def main(argv=None):
         D = cfg.hidden_size
 
         def loss_fn(tok, tgt, K, g, noise, prefix):
-            return model.kpass(tok, tgt, K=K, lam=1.0, prefix=prefix, grad_passes=g, noise=noise)[0]
+            with ft.autocast(amp):  # bf16: the forward and the loss; the caller's backward runs outside it
+                return model.kpass(tok, tgt, K=K, lam=1.0, prefix=prefix, grad_passes=g, noise=noise)[0]
 
         run = loss_fn
         if a.compile:
@@ -271,12 +295,12 @@ def main(argv=None):
     med = quantile(times, 0.5)
     tps = tokens_per_rep / (med / 1e3)
     out = {
-        "impl": impl, "config": cfg_name, "threads": a.threads, "measure": a.measure, "B": B, "T": T, "reps": len(times),
+        "impl": impl, "precision": a.precision, "config": cfg_name, "threads": a.threads, "measure": a.measure, "B": B, "T": T, "reps": len(times),
         "median_ms": med, "p25_ms": quantile(times, 0.25), "p75_ms": quantile(times, 0.75),
         "min_ms": min(times), "max_ms": max(times), "tokens_per_s": tps, "flops_per_token": flops_per_token,
         "gflops": flops_per_token * tps / 1e9,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-        "torch": torch.__version__, "init": init,
+        "torch": torch.__version__, "blas": blas_info(torch), "init": init,
         "env": {k: os.environ.get(k) for k in list(FAIR_SET) + list(FAIR_UNSET)},
     }
     if compile_error:

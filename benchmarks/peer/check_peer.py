@@ -16,6 +16,19 @@ missing (skipped).
     python check_peer.py --bench build/benchmarks/bench_e2e          # runs the dump into a temp dir
     python check_peer.py --dump DIR                                  # uses an existing dump
     python check_peer.py --cli build/tools/fbt                       # also: a model trained by the fbt CLI
+    python check_peer.py --bench build/benchmarks/bench_e2e --bf16   # also: the peer's bf16 autocast vs its fp32
+
+--bf16 adds a self-check of the peer's mixed precision (bench_peer.py --precision bf16): on each dumped
+checkpoint and batch, the peer's per-pass losses and objective under torch.autocast("cpu", bfloat16)
+against its own fp32 ones. It passes when (a) the products really ran in bf16 (the dtype of a q_proj
+output, seen by a forward hook, is bfloat16), (b) every loss is within --bf16-rtol (2e-3) relative of the
+fp32 loss, (c) the largest relative loss difference of each dump is above --bf16-floor (1e-6: fp32 run
+twice agrees exactly, so a difference below that means autocast had no effect) and (d) every gradient norm
+is within --bf16-grad-rtol (5e-2) relative. Measured here (torch 2.15, tiny dumps with losses near 5.7):
+loss differences 2.5e-6 to 4.9e-5, gradient norms within 8e-3. It also reports (does not check) how many
+greedy tokens the bf16 decoder shares with the fp32 one. fbt's own bf16 numbers are not compared: the
+two bf16 paths round different intermediates, so they agree only to the bf16 tolerance, which (b) already
+states for the peer.
 
 --cli adds an independent check on trained weights: it trains a small GQA model (fuser glu) with
 `fbt train` on a generated text, then compares `fbt eval` (per-pass validation losses of 3
@@ -95,6 +108,56 @@ def check_one(path_json: str, path_st: str, loss_rtol: float, grad_rtol: float, 
     return out
 
 
+def bf16_check(path_json: str, path_st: str, rtol: float, floor: float, grad_rtol: float) -> dict:
+    """The peer under autocast bf16 against the peer in fp32, on one dumped checkpoint and batch."""
+    import torch
+    import fbt_torch as ft
+
+    ref = json.load(open(path_json))
+    m = ft.load_checkpoint(path_st)
+    B, T, K = ref["B"], ref["T"], ref["K"]
+    tok = torch.tensor(ref["tokens"]).view(B, T)
+    tgt = torch.tensor(ref["targets"]).view(B, T)
+    prefix = torch.tensor(ref["prefix"]).view(K, B) if ref.get("prefix") else None
+    ds = torch.tensor(ref["doc_start"]).view(B, T).bool() if ref.get("doc_start") else None
+    seen = []
+    hook = m.model.layers[0].self_attn.q_proj.register_forward_hook(lambda mod, inp, out: seen.append(out.dtype))
+    res = {}
+    for name, dt in (("fp32", None), ("bf16", torch.bfloat16)):
+        seen.clear()
+        m.zero_grad(set_to_none=True)
+        with ft.autocast(dt):
+            obj, losses = m.kpass(tok, tgt, K=K, lam=ref["lambda"], sigma=0.0, prefix=prefix,
+                                  detach=ref.get("detach", False), grad_passes=ref.get("grad_passes", 0), doc_start=ds)
+        obj.backward()  # outside autocast, as torch recommends
+        res[name] = {"loss": [float(l.detach()) for l in losses], "objective": float(obj.detach()), "dtype": str(seen[0]).replace("torch.", ""),
+                     "grad": {n: float(p.grad.double().norm()) for n, p in m.named_parameters() if p.grad is not None}}
+    hook.remove()
+    f32, b16 = res["fp32"], res["bf16"]
+    out = {"fuser": ref["fuser"], "K": K, "loss_fp32": f32["loss"], "loss_bf16": b16["loss"], "product_dtype": b16["dtype"],
+           "rtol": rtol, "floor": floor, "grad_rtol": grad_rtol, "failures": []}
+    out["loss_rel"] = [rel(b, a) for a, b in zip(f32["loss"], b16["loss"])] + [rel(b16["objective"], f32["objective"])]
+    out["loss_max_rel"] = max(out["loss_rel"])
+    gn = [(abs(b16["grad"][n] - g) / g if g > 1e-12 else abs(b16["grad"][n]), n) for n, g in f32["grad"].items()]
+    out["grad_max_rel"], out["grad_worst"] = max(gn)
+    if b16["dtype"] != "bfloat16" or f32["dtype"] != "float32":
+        out["failures"].append(f"q_proj output dtype {b16['dtype']} under autocast bf16 ({f32['dtype']} in fp32): autocast not in effect")
+    if out["loss_max_rel"] > rtol:
+        out["failures"].append(f"bf16 losses {b16['loss']} differ from fp32 {f32['loss']} by {out['loss_max_rel']:.2e} > {rtol:g}")
+    if out["loss_max_rel"] < floor:
+        out["failures"].append(f"bf16 losses equal fp32 to {out['loss_max_rel']:.2e} < {floor:g}: bf16 had no effect")
+    if out["grad_max_rel"] > grad_rtol:
+        out["failures"].append(f"gradient norm of {out['grad_worst']} differs by {out['grad_max_rel']:.2e} > {grad_rtol:g}")
+    greedy = {}
+    for mode, want in (ref.get("greedy") or {}).items():
+        a = ft.Decoder(m).generate_greedy(ref["prompt"], mode, len(want))
+        b = ft.Decoder(m, amp=torch.bfloat16).generate_greedy(ref["prompt"], mode, len(want))
+        greedy[mode] = f"{next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), len(a))}/{len(a)}"
+    out["greedy_same_prefix"] = greedy
+    out["ok"] = not out["failures"]
+    return out
+
+
 def cli_check(fbt: str, workdir: str) -> bool:
     """Trains with the fbt CLI, then compares its eval losses and greedy samples with the peer's."""
     import math
@@ -164,6 +227,10 @@ def main(argv=None) -> int:
     ap.add_argument("--cli", default=None, help="the fbt command (build/tools/fbt): also check weights it trained")
     ap.add_argument("--loss-rtol", type=float, default=1e-4)
     ap.add_argument("--grad-rtol", type=float, default=1e-3)
+    ap.add_argument("--bf16", action="store_true", help="also check the peer's autocast bf16 against its own fp32")
+    ap.add_argument("--bf16-rtol", type=float, default=2e-3, help="largest relative bf16-vs-fp32 loss difference")
+    ap.add_argument("--bf16-floor", type=float, default=1e-6, help="smallest largest-difference (below: autocast had no effect)")
+    ap.add_argument("--bf16-grad-rtol", type=float, default=5e-2, help="largest relative bf16-vs-fp32 gradient norm difference")
     ap.add_argument("--json", default=None, help="also write the results to this file")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
@@ -203,14 +270,35 @@ def main(argv=None) -> int:
             print(f"            peer losses {['%.7f' % x for x in r['loss_peer']]}, fbt {['%.7f' % x for x in r['loss_fbt']]}")
             for msg in r["failures"]:
                 print("            " + msg)
+    bf16 = []
+    if a.bf16:
+        print(f"  bf16 (peer autocast bf16 vs peer fp32; losses within {a.bf16_rtol:g} and above {a.bf16_floor:g} relative, "
+              f"gradient norms within {a.bf16_grad_rtol:g}):")
+        for f in names:
+            pj, ps = os.path.join(dump, f"check_{f}.json"), os.path.join(dump, f"check_{f}.safetensors")
+            if not os.path.exists(pj):
+                continue
+            r = bf16_check(pj, ps, a.bf16_rtol, a.bf16_floor, a.bf16_grad_rtol)
+            bf16.append(r)
+            ok &= r["ok"]
+            print(f"  {f:9s} K={r['K']}: losses fp32 {['%.7f' % x for x in r['loss_fp32']]} bf16 {['%.7f' % x for x in r['loss_bf16']]}; "
+                  f"max rel diff {r['loss_max_rel']:.2e} (tolerance {a.bf16_rtol:g}, floor {a.bf16_floor:g}); grad norms max rel diff "
+                  f"{r['grad_max_rel']:.2e} ({r['grad_worst']}; tolerance {a.bf16_grad_rtol:g}); products in {r['product_dtype']}; "
+                  f"greedy tokens equal to fp32 before the first difference: "
+                  f"{', '.join(f'{k} {v}' for k, v in r['greedy_same_prefix'].items())}  {'OK' if r['ok'] else 'FAIL'}")
+            for msg in r["failures"]:
+                print("            " + msg)
     if a.cli:
         with tempfile.TemporaryDirectory(prefix="fbt_check_cli_") as wd:
             ok &= cli_check(a.cli, wd)
     import torch as _t
-    print(f"check_peer: {'PASS' if ok else 'FAIL'} (torch {_t.__version__}; tolerances: loss {a.loss_rtol:g}, grad norm {a.grad_rtol:g} relative)")
+    tol = f"loss {a.loss_rtol:g}, grad norm {a.grad_rtol:g} relative"
+    if a.bf16:
+        tol += f"; bf16 vs fp32: loss {a.bf16_floor:g} to {a.bf16_rtol:g}, grad norm {a.bf16_grad_rtol:g}"
+    print(f"check_peer: {'PASS' if ok else 'FAIL'} (torch {_t.__version__}; tolerances: {tol})")
     if a.json:
         with open(a.json, "w") as fh:
-            json.dump({"ok": ok, "torch": _t.__version__, "results": results}, fh, indent=1)
+            json.dump({"ok": ok, "torch": _t.__version__, "results": results, "bf16": bf16}, fh, indent=1)
     return 0 if ok else 1
 
 

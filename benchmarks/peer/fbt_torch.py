@@ -13,6 +13,13 @@ a small reader of its own (json + torch.frombuffer; no dependency on the `safete
 peer can start from exactly the weights fbt initialised ("same init"), and it writes its gradients and
 losses for the cross-check (check_peer.py).
 
+Mixed precision (bench_peer.py --precision bf16): `autocast(torch.bfloat16)` around the forward and the
+loss, the stock `torch.autocast("cpu", dtype=torch.bfloat16)`: the products (nn.Linear / F.linear, the
+head, scaled_dot_product_attention) run with bf16 operands, master weights, gradients and the optimizer
+stay fp32. Two lines keep the rest fp32 as in fbt's bf16 mode (and as Hugging Face's Qwen3 does): the
+RMSNorms upcast their input (`x.float()`; also keeps F.rms_norm on its fused kernel, which refuses a bf16
+input with an fp32 weight) and the loss upcasts the logits. Both are no-ops in fp32.
+
 Optional tooling: nothing in fbt needs this file or torch.
 """
 from __future__ import annotations
@@ -28,6 +35,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 SEP = 256  # fbt's byte tokenizer: bytes 0..255 + the document separator
+
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
+
+
+def autocast(dtype: Optional[torch.dtype]):
+    """torch.autocast on the CPU with dtype (torch.bfloat16), or a disabled one for None (fp32): the same
+    context in both precisions, so torch.compile traces the same code (autocast inside the compiled function)."""
+    return torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None)
 
 # ------------------------------------------------------------------------------------------- config
 
@@ -151,7 +166,8 @@ def write_safetensors(path: str, tensors: Dict[str, torch.Tensor], metadata: Opt
 
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    return F.rms_norm(x, (x.shape[-1],), w, eps)
+    """In fp32 whatever the input (a bf16 product's output under autocast): x.float() is a no-op in fp32."""
+    return F.rms_norm(x.float(), (x.shape[-1],), w, eps)
 
 
 class RMSNorm(nn.Module):
@@ -422,7 +438,7 @@ class FBT(nn.Module):
 
     def ce(self, H, targets):
         """Mean next-token CE over targets >= 0 (+ optional z-loss)."""
-        lg = self.logits(H).flatten(0, 1)
+        lg = self.logits(H).flatten(0, 1).float()  # the loss in fp32 (a no-op in fp32; bf16 logits under autocast)
         t = targets.flatten()
         if self.cfg.z_loss == 0:
             return F.cross_entropy(lg, t, ignore_index=-1)
@@ -546,19 +562,29 @@ class Decoder:
     """KV-cached decoding in the modes of spec section 4: "standard", "soft", "fused(k)".
 
     The work is in two pure functions of tensors (_prefill_core, _step_core) that compile() hands to
-    torch.compile; the bookkeeping (document starts, write position, h_prev) stays in Python."""
+    torch.compile; the bookkeeping (document starts, write position, h_prev) stays in Python.
+    amp: None (fp32) or torch.bfloat16: both functions run under autocast(amp) (inside what is compiled);
+    the cache, h_prev and the prefill's last logits stay fp32."""
 
-    def __init__(self, m: FBT, sep_token: int = SEP):
-        self.m, self.sep = m, sep_token
-        self._prefill, self._step = self._prefill_core, self._step_core
+    def __init__(self, m: FBT, sep_token: int = SEP, amp: Optional[torch.dtype] = None):
+        self.m, self.sep, self.amp = m, sep_token, amp
+        self._prefill, self._step = self._prefill_amp, self._step_amp
+
+    def _prefill_amp(self, *args):
+        with autocast(self.amp):
+            return self._prefill_core(*args)
+
+    def _step_amp(self, *args):
+        with autocast(self.amp):
+            return self._step_core(*args)
 
     def compile(self, **kw):
         """torch.compile the prefill and the step (the step's write position becomes a dynamic int
         after its first change, so it compiles twice per mode and capacity, then never again)."""
         import torch._dynamo
         torch._dynamo.config.cache_size_limit = max(64, torch._dynamo.config.cache_size_limit)
-        self._prefill = torch.compile(self._prefill_core, **kw)
-        self._step = torch.compile(self._step_core, **kw)
+        self._prefill = torch.compile(self._prefill_amp, **kw)
+        self._step = torch.compile(self._step_amp, **kw)
         return self
 
     @staticmethod
