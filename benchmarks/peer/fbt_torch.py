@@ -165,9 +165,15 @@ def write_safetensors(path: str, tensors: Dict[str, torch.Tensor], metadata: Opt
 # ------------------------------------------------------------------------------------------- layers
 
 
+def at_least_fp32(x: torch.Tensor) -> torch.Tensor:
+    """x in fp32 when it is of a lower precision (a bf16 product's output under autocast); fp32 and fp64
+    (the interop check runs the model in double) are left as they are."""
+    return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
+
+
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    """In fp32 whatever the input (a bf16 product's output under autocast): x.float() is a no-op in fp32."""
-    return F.rms_norm(x.float(), (x.shape[-1],), w, eps)
+    """In at least fp32 whatever the input (a bf16 product's output under autocast)."""
+    return F.rms_norm(at_least_fp32(x), (x.shape[-1],), w, eps)
 
 
 class RMSNorm(nn.Module):
@@ -438,7 +444,7 @@ class FBT(nn.Module):
 
     def ce(self, H, targets):
         """Mean next-token CE over targets >= 0 (+ optional z-loss)."""
-        lg = self.logits(H).flatten(0, 1).float()  # the loss in fp32 (a no-op in fp32; bf16 logits under autocast)
+        lg = at_least_fp32(self.logits(H).flatten(0, 1))  # the loss in fp32 at least (bf16 logits under autocast)
         t = targets.flatten()
         if self.cfg.z_loss == 0:
             return F.cross_entropy(lg, t, ignore_index=-1)
