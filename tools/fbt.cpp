@@ -22,6 +22,9 @@
 #include "ablate.hpp"
 #include "cli.hpp"
 #include "fbt/decode/precision_check.hpp"
+#if defined(FBT_HAVE_MPI)
+#include "fbt/dist/mpi_comm.hpp"
+#endif
 #include "fbt/io/npy.hpp"
 #include "fbt/train/task_eval.hpp"
 #include "fbt/train/trainer.hpp"
@@ -56,6 +59,24 @@ const char* kUsage =
     "fbt <command> --help lists the command's options.\n";
 
 // ------------------------------------------------------------------------------------------ train
+// --distributed mpi: MPI is initialised for the run (the program is started by mpirun -np N); an error on
+// any rank is printed with the rank and ends every rank (MPI_Abort in main), so none is left waiting.
+#if defined(FBT_HAVE_MPI)
+std::unique_ptr<MpiSession> g_mpi;
+std::unique_ptr<MpiComm> g_comm;
+#endif
+template <class Tr> void attach_distributed(Tr& t, const std::string& mode) {
+  if (mode != "mpi") return;
+#if defined(FBT_HAVE_MPI)
+  if (!g_mpi) g_mpi = std::make_unique<MpiSession>(nullptr, nullptr), g_comm = std::make_unique<MpiComm>();
+  t.set_communicator(*g_comm);
+#else
+  (void)t;
+  throw Error("--distributed mpi: this fbt was built without MPI; install it (Debian: apt-get install libopenmpi-dev openmpi-bin, "
+              "or scripts/setup.sh), rebuild, and start the run with mpirun -np N fbt train ... --distributed mpi");
+#endif
+}
+
 int cmd_train(Args a) {
   if (wants_help(a)) {
     std::printf(
@@ -78,8 +99,9 @@ int cmd_train(Args a) {
   }
   const std::string resume = take(a, "resume", ""), config = take(a, "config", "");
   if (!resume.empty()) {
-    static const char* allowed[] = {"steps",  "eval_every", "checkpoint_every", "out_dir",       "progress",
-                                    "eval_windows", "seq_eval_windows", "monitor_passes", "max_memory_gb"};
+    static const char* allowed[] = {"steps",        "eval_every",       "checkpoint_every", "out_dir",     "progress",
+                                    "eval_windows", "seq_eval_windows", "monitor_passes",   "max_memory_gb", "distributed",
+                                    "dist_check_every"};
     for (const auto& kv : a)
       if (std::find_if(std::begin(allowed), std::end(allowed), [&](const char* s) { return kv.first == s; }) == std::end(allowed))
         throw Error("fbt train --resume: --" + detail::excerpt(kv.first) +
@@ -93,7 +115,8 @@ int cmd_train(Args a) {
           std::fprintf(stderr, "note: steps %ld -> %ld also moves the LR schedule and the feedback start (both are set by the run's length)\n",
                        before, c.steps);
       });
-      std::fprintf(stderr, "resumed from %s at step %ld\n", resume.c_str(), t->step);
+      attach_distributed(*t, t->cfg.distributed);
+      if (t->communicator().rank() == 0) std::fprintf(stderr, "resumed from %s at step %ld\n", resume.c_str(), t->step);
       g_progress_started = true;
       t->run(stderr);
     });
@@ -105,6 +128,7 @@ int cmd_train(Args a) {
   resolve_data_path(c);   // the run's record names its corpus by absolute path (eval works from anywhere)
   with_model<float>(c.model, [&](auto tag) {
     Trainer<typename decltype(tag)::type> t(c);
+    attach_distributed(t, c.distributed);
     g_progress_started = true;
     t.run(stderr);
   });
@@ -664,6 +688,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fbt: unknown command \"%s\"\n\n%s", cli::one_line(cmd).c_str(), kUsage);
     return 1;
   } catch (const std::exception& e) {
+#if defined(FBT_HAVE_MPI)
+    if (g_comm && g_comm->size() > 1) {  // every rank stops: the others may be waiting in a collective
+      std::fprintf(stderr, "%sfbt %s (rank %d of %d): error: %s\n", g_progress_started ? "\n" : "", cli::one_line(cmd).c_str(), g_comm->rank(),
+                   g_comm->size(), cli::one_line(e.what()).c_str());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+#endif
     std::fprintf(stderr, "%sfbt %s: error: %s\n", g_progress_started ? "\n" : "", cli::one_line(cmd).c_str(), cli::one_line(e.what()).c_str());
     return 1;
   }

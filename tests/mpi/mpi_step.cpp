@@ -6,15 +6,22 @@
 // count; broadcast; agree() stops every rank with the failing rank's message; the distributed step on a
 // tiny model (GLU fuser, K = 3, jitter, prefixes, document starts, uneven shares) equals the one-process
 // step (double: losses and gradients within 1e-12 relative, only the order of sums differs) and is
-// bit-identical when repeated; a bad row on one rank stops all ranks with that rank's message.
+// bit-identical when repeated; a bad row on one rank stops all ranks with that rank's message. The trainer
+// over MPI: its losses and final parameters against a one-process trainer (float: 1e-5 relative), every
+// rank holding the same parameters; a resume from rank 0's checkpoint continuing bit-identically; a rank
+// that fails mid-run stopping every rank with the step and its message; diverged parameters detected.
 #include <gtest/gtest.h>
+
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include "common/tiny_model.hpp"
 #include "fbt/dist/distributed_step.hpp"
 #include "fbt/dist/mpi_comm.hpp"
+#include "fbt/train/trainer.hpp"
 
 namespace test_mpi_step {
 
@@ -131,6 +138,132 @@ TEST(Mpi, ABadRowStopsEveryRank) {
   } catch (const Error& e) {
     const std::string w = e.what();
     EXPECT_NE(w.find("rank " + std::to_string(c.size() - 1) + " of "), std::string::npos) << w;
+  }
+}
+
+namespace {
+TrainConfig tiny_run(const std::string& out) {
+  TrainConfig c;
+  c.model.hidden_size = 32, c.model.num_hidden_layers = 2, c.model.num_attention_heads = 2, c.model.num_key_value_heads = 1;
+  c.model.intermediate_size = 64, c.model.max_position_embeddings = 64;
+  c.data = "task:addition", c.task_difficulty = 2;
+  c.batch_size = 5, c.seq_len = 32, c.steps = 8, c.warmup_steps = 2;  // 5 rows: uneven shares
+  c.schedule.feedback_start = 0.25, c.schedule.pass_mix = {{2, 0.6}, {3, 0.4}};
+  c.eval_every = 0, c.eval_windows = 2, c.seq_eval_windows = 1, c.monitor_passes = 2, c.progress = false, c.out_dir = out;
+  return c;
+}
+std::string shared_dir(MpiComm& c, const std::string& name) {  // one directory for all ranks (rank 0's pid)
+  std::string d = c.rank() == 0 ? testing::TempDir() + "fbt_mpi_" + name + "_" + std::to_string(::getpid()) : "";
+  c.broadcast(d, 0);
+  if (c.rank() == 0) std::filesystem::remove_all(d);
+  c.barrier();
+  return d;
+}
+/// The data of a run, but rank `bad_rank` sees a token outside the vocabulary in its rows from step `at` on.
+class FailingData final : public DataSource {
+ public:
+  FailingData(std::unique_ptr<DataSource> d, int rank, int bad_rank, int at) : d_(std::move(d)), rank_(rank), bad_(bad_rank), at_(at) {}
+  void sample_batch(Rng& rng, int B, int T, std::vector<int>& tokens, std::vector<int>& targets, std::vector<std::uint8_t>& ds) const override {
+    d_->sample_batch(rng, B, T, tokens, targets, ds);
+    if (++calls_ > at_ && rank_ == bad_) tokens[std::size_t(B) * T - 1] = 100000;  // the last row: the last rank's
+  }
+  int num_eval_windows(int T) const override { return d_->num_eval_windows(T); }
+  void eval_window(int i, int T, std::vector<int>& t, std::vector<int>& g, std::vector<std::uint8_t>& ds) const override {
+    d_->eval_window(i, T, t, g, ds);
+  }
+  std::string describe() const override { return d_->describe(); }
+
+ private:
+  std::unique_ptr<DataSource> d_;
+  int rank_, bad_, at_;
+  mutable int calls_ = 0;
+};
+}  // namespace
+
+TEST(MpiTrainer, MatchesOneProcessAndEveryRankAgrees) {
+  MpiComm& c = world();
+  const std::string dir = shared_dir(c, "match");
+  Trainer<Model<float>> one(tiny_run(dir + "/one_" + std::to_string(c.rank())));  // each rank: the one-process run
+  Trainer<Model<float>> dist(tiny_run(dir + "/dist"));
+  dist.set_communicator(c);
+  int fed_back = 0;
+  for (int s = 0; s < 8; ++s) {
+    const StepReport a = one.train_step(), b = dist.train_step();
+    ASSERT_EQ(a.K, b.K) << "the same schedule";
+    fed_back += a.K > 1;
+    for (int j = 0; j < a.K; ++j) EXPECT_NEAR(b.loss[j], a.loss[j], 1e-5 * a.loss[j]) << "step " << s << " pass " << j;
+    EXPECT_NEAR(b.grad_norm, a.grad_norm, 1e-4 * a.grad_norm) << "step " << s;
+  }
+  EXPECT_GT(fed_back, 0);
+  float pmax = 0, dmax = 0;
+  for (std::size_t i = 0; i < one.model.params.size(); ++i) {
+    pmax = std::max(pmax, std::abs(one.model.params.values()[i]));
+    dmax = std::max(dmax, std::abs(one.model.params.values()[i] - dist.model.params.values()[i]));
+  }
+  EXPECT_LT(dmax, 1e-5f * pmax) << "final parameters: largest difference " << dmax << " of " << pmax;
+  EXPECT_NO_THROW(dist.check_same_parameters());
+  c.barrier();
+  if (c.rank() == 0) std::filesystem::remove_all(dir);
+}
+
+TEST(MpiTrainer, ResumesBitIdentically) {
+  MpiComm& c = world();
+  const std::string dir = shared_dir(c, "resume");
+  Trainer<Model<float>> straight(tiny_run(dir + "/a"));
+  straight.set_communicator(c);
+  for (int s = 0; s < 8; ++s) straight.train_step();
+  {
+    Trainer<Model<float>> first(tiny_run(dir + "/b"));
+    first.set_communicator(c);
+    for (int s = 0; s < 4; ++s) first.train_step();
+    if (c.rank() == 0) first.save_checkpoint(dir + "/b/checkpoint");  // rank 0 writes (as run() does)
+    c.barrier();
+  }
+  auto resumed = Trainer<Model<float>>::resume(dir + "/b/checkpoint");  // every rank reads it
+  resumed->set_communicator(c);
+  for (int s = 0; s < 4; ++s) resumed->train_step();
+  EXPECT_EQ(std::memcmp(straight.model.params.values(), resumed->model.params.values(), straight.model.params.size() * sizeof(float)), 0)
+      << "8 steps vs 4 + checkpoint + resume + 4, on " << c.size() << " ranks";
+  EXPECT_EQ(std::memcmp(straight.model.params.adam_m(), resumed->model.params.adam_m(), straight.model.params.size() * sizeof(float)), 0);
+  c.barrier();
+  if (c.rank() == 0) std::filesystem::remove_all(dir);
+}
+
+TEST(MpiTrainer, ARankFailingMidRunStopsEveryRank) {
+  MpiComm& c = world();
+  if (c.size() < 2) GTEST_SKIP() << "needs 2 ranks (run under mpirun -np 2)";
+  const std::string dir = shared_dir(c, "fail");
+  const TrainConfig cfg = tiny_run(dir);
+  Trainer<Model<float>> t(cfg, std::make_unique<FailingData>(make_data_source(cfg), c.rank(), c.size() - 1, 3));
+  t.set_communicator(c);
+  for (int s = 0; s < 3; ++s) t.train_step();
+  try {
+    t.train_step();
+    FAIL() << "rank " << c.rank() << ": the failing rank's error did not stop this rank";
+  } catch (const Error& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("training stopped at step 3"), std::string::npos) << w;
+    EXPECT_NE(w.find("rank " + std::to_string(c.size() - 1) + " of " + std::to_string(c.size()) + ": "), std::string::npos) << w;
+    EXPECT_NE(w.find("token id 100000"), std::string::npos) << w;
+  }
+  c.barrier();
+  if (c.rank() == 0) std::filesystem::remove_all(dir);
+}
+
+TEST(MpiTrainer, DivergedParametersAreNamed) {
+  MpiComm& c = world();
+  if (c.size() < 2) GTEST_SKIP() << "needs 2 ranks (run under mpirun -np 2)";
+  Trainer<Model<float>> t(tiny_run(shared_dir(c, "diverge")));
+  t.set_communicator(c);
+  t.train_step();
+  EXPECT_NO_THROW(t.check_same_parameters());
+  if (c.rank() == 1) t.model.params.values()[7] += 1e-3f;
+  try {
+    t.check_same_parameters();
+    FAIL() << "diverged parameters not detected";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 of"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("differ from rank 0's at step 1"), std::string::npos) << e.what();
   }
 }
 

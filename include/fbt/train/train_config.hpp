@@ -60,6 +60,10 @@ struct TrainConfig {
   /// fp32 | bf16: the precision of the model's matrix products in the step and the evaluation (bf16
   /// operands, fp32 sums: ops/gemm_bf16.hpp); weights, optimizer state, norms, softmax and loss stay fp32
   std::string precision = "fp32";
+  /// none | mpi: data parallelism over the ranks of `mpirun -np N` (dist/distributed_step.hpp); not recorded:
+  /// a setting of the machine, like max_memory_gb (the same seed gives the same run whatever N is)
+  std::string distributed = "none";
+  int dist_check_every = 100;  ///< with mpi: compare the parameters' hash across ranks every this many steps (0 = only at the end)
   // evaluation and output
   int eval_every = 200, eval_windows = 32, seq_eval_windows = 2, monitor_passes = 30;  ///< seq_eval_windows: 0 = off, -1 = all
   int checkpoint_every = 0;  ///< 0 = only at the end
@@ -352,6 +356,10 @@ inline const std::vector<ConfigField>& train_config_fields() {
     D("max_memory_gb", "refuse a run whose memory estimate exceeds this many GB (0 = MemAvailable of /proc/meminfo; a larger value overrides the check)",
       FBT_T(max_memory_gb));
     v.back().recorded = false;
+    S("distributed", "none | mpi: data-parallel over the ranks of mpirun -np N (each rank a share of every batch's rows)", FBT_T(distributed));
+    v.back().recorded = false;
+    I("dist_check_every", "with mpi: steps between checks that every rank holds the same parameters (0 = at the end only)", FBT_T(dist_check_every));
+    v.back().recorded = false;
 #undef FBT_M
 #undef FBT_S
 #undef FBT_T
@@ -528,6 +536,8 @@ inline void validate(const TrainConfig& c) {
   at_least("steps", c.steps, 1);
   at_least("warmup_steps", c.warmup_steps, 0);
   if (c.threads < 1 || c.threads > 256) fail("threads", "must be in [1, 256], got " + std::to_string(c.threads));
+  if (c.distributed != "none" && c.distributed != "mpi") fail("distributed", "expected none or mpi, got " + detail::quote_value(c.distributed));
+  at_least("dist_check_every", c.dist_check_every, 0);
   if (c.precision != "fp32" && c.precision != "bf16") fail("precision", "expected fp32 or bf16, got " + detail::quote_value(c.precision));
   if (c.precision == "bf16" && !bf16_available()) fail("precision", "bf16: " + bf16_unavailable_reason());
   real_in("lr", c.lr, 0, true, inf, true, "(0, inf)");

@@ -35,6 +35,7 @@
 #include "lr_schedule.hpp"
 #include "memory.hpp"
 #include "train_config.hpp"
+#include "../dist/distributed_step.hpp"
 
 namespace fbt {
 
@@ -277,6 +278,33 @@ template <class M> class Trainer {
   }
   explicit Trainer(const TrainConfig& c) : Trainer(c, make_data_source(prepared(c))) {}
 
+  /// \brief Trains data-parallel over `comm` (dist/comm.hpp; e.g. an MpiComm under mpirun): every rank runs
+  /// this trainer with the same config (so the same batches and schedule), takes its share of each batch's
+  /// rows, and the gradients are summed over the ranks before clipping and the optimizer step. Rank 0 alone
+  /// prints, logs, evaluates and writes checkpoints; an error on any rank stops every rank with its message.
+  /// Call before the first step (also after resume()). comm must outlive the trainer.
+  void set_communicator(Communicator& comm) {
+    if (comm.size() > 1 && cfg.batch_size < comm.size())
+      throw Error("invalid training config: batch_size " + std::to_string(cfg.batch_size) + " is below the " + std::to_string(comm.size()) +
+                  " ranks (each rank takes at least one row of every batch)");
+    comm_ = &comm;
+    if (comm.size() > 1) dist_ = std::make_unique<DistributedStepper<M>>(model, comm, cfg.threads), par_.reset();
+  }
+  const Communicator& communicator() const { return *comm_; }
+
+  /// \brief Collective: throws on every rank (naming the step and the ranks) unless every rank holds
+  /// parameters bit-identical to rank 0's. A no-op on one process.
+  void check_same_parameters() {
+    if (comm_->size() == 1) return;
+    std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the parameter bytes
+    const auto* b = reinterpret_cast<const unsigned char*>(model.params.values());
+    for (std::size_t i = 0, n = model.params.size() * sizeof(T); i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+    std::string root = std::to_string(h);
+    comm_->broadcast(root, 0);
+    comm_->agree(root == std::to_string(h), "its parameters differ from rank 0's at step " + std::to_string(step) + " (hash " +
+                                                std::to_string(h) + " against " + root + "): the ranks have diverged");
+  }
+
   /// Bytes the largest step of this run will need (spec 3: the library says so before it runs).
   std::size_t step_bytes() const {
     StepOptions o;
@@ -312,7 +340,8 @@ template <class M> class Trainer {
         data->sample_batch(data_rng, B, Tn, tok_, tgt_, ds_);
         try {
           const Batch batch{B, Tn, tok_.data(), tgt_.data(), ds_.data()};
-          if (par_) par_->step(batch, o, st_);
+          if (dist_) dist_->step(batch, o, st_);  // this rank's share of the rows, gradients summed over the ranks
+          else if (par_) par_->step(batch, o, st_);
           else multipass_step(model, ws_, batch, o, st_);
         } catch (const Error& e) {
           throw Error("training stopped at step " + std::to_string(step) + ": " + e.what());
@@ -485,9 +514,23 @@ template <class M> class Trainer {
     if (step == 0 && std::filesystem::exists(cfg.out_dir + "/checkpoint"))
       throw Error("out_dir '" + cfg.out_dir + "' already holds a run (checkpoint/): resume it with --resume " + cfg.out_dir +
                   "/checkpoint, or choose another out_dir");
-    std::filesystem::create_directories(cfg.out_dir);
-    std::ofstream log(cfg.out_dir + "/train.jsonl", std::ios::app), elog(cfg.out_dir + "/eval.jsonl", std::ios::app);
-    if (!log || !elog) throw Error("cannot write logs in '" + cfg.out_dir + "'");
+    // data-parallel: rank 0 alone prints, logs, evaluates and writes checkpoints (set_communicator)
+    const bool lead = comm_->rank() == 0;
+    if (!lead) out = nullptr;
+    std::ofstream log, elog;
+    std::string setup_error;
+    if (lead) {
+      try {
+        std::filesystem::create_directories(cfg.out_dir);
+        log.open(cfg.out_dir + "/train.jsonl", std::ios::app), elog.open(cfg.out_dir + "/eval.jsonl", std::ios::app);
+        if (!log || !elog) setup_error = "cannot write logs in '" + cfg.out_dir + "'";
+      } catch (const std::exception& e) {
+        setup_error = e.what();
+      }
+    }
+    comm_->agree(setup_error.empty(), setup_error);
+    if (out && comm_->size() > 1)
+      std::fprintf(out, "fbt train: data-parallel over %d ranks (%s), %d thread(s) each; rank 0 logs\n", comm_->size(), comm_->name(), cfg.threads);
     if (out)
       std::fprintf(out, "fbt train: %zu parameters, fuser %s, data %s\n  step workspace %.1f MB (K_max %d%s), %ld steps of %d x %d x %d tokens, mean passes %.3f\n",
                    model.params.size(), cfg.model.fuser.c_str(), data->describe().c_str(), step_bytes() / 1e6,
@@ -511,7 +554,7 @@ template <class M> class Trainer {
                        {"optimizer_seconds", r.optimizer_seconds}};
       if (cfg.optimizer != "adamw") j["matrix_lr"] = r.matrix_lr;
       if (r.K > 1) j["state_rms"] = last_state_rms_, j["gate_mean"] = last_gate_mean_, j["gate_std"] = last_gate_std_, j["feedback_ratio"] = last_ratio_;
-      log << j.dump() << "\n";
+      if (lead) log << j.dump() << "\n";
       if (out && cfg.progress) {
         std::fprintf(out, "\rstep %ld/%ld | %.3gM tok | %.0f tok/s | ETA %s | K=%d loss", step, cfg.steps, tokens / 1e6, tps, fmt_time(eta).c_str(), r.K);
         for (double l : r.loss) std::fprintf(out, " %.4f", l);
@@ -519,7 +562,8 @@ template <class M> class Trainer {
         std::fflush(out);
       }
       const bool last = step == cfg.steps;
-      if ((cfg.eval_every > 0 && step % cfg.eval_every == 0) || last) {
+      if (comm_->size() > 1 && ((cfg.dist_check_every > 0 && step % cfg.dist_check_every == 0) || last)) check_same_parameters();
+      if (lead && ((cfg.eval_every > 0 && step % cfg.eval_every == 0) || last)) {
         const EvalReport e = evaluate();
         nlohmann::json ej = eval_losses_json(e);
         ej["step"] = e.step, ej["tokens"] = e.tokens, ej["compute_tokens"] = compute_tokens;
@@ -536,8 +580,18 @@ template <class M> class Trainer {
           std::fprintf(out, "\n");
         }
       }
-      if ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || last) save_checkpoint(cfg.out_dir + "/checkpoint");
-      log.flush();
+      if ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || last) {
+        std::string err;
+        if (lead) {
+          try {
+            save_checkpoint(cfg.out_dir + "/checkpoint");
+          } catch (const std::exception& e) {
+            err = e.what();
+          }
+        }
+        comm_->agree(err.empty(), err);  // every rank stops when rank 0 cannot write the checkpoint
+      }
+      if (lead) log.flush();
     }
     if (out && n_steps > 0 && step_s > 0)
       std::fprintf(out, "  optimizer %s: %.1f%% of the step time (%.3g ms of %.3g ms per step)\n", cfg.optimizer.c_str(), 100.0 * opt_s / step_s,
@@ -571,6 +625,9 @@ template <class M> class Trainer {
   Decoder<M> dec_;
   MuonWorkspace<CpuBackend<T>> muon_ws_;
   std::unique_ptr<ParallelStepper<M>> par_;
+  LocalComm local_comm_;
+  Communicator* comm_ = &local_comm_;
+  std::unique_ptr<DistributedStepper<M>> dist_;  // with more than one rank (set_communicator)
   Workspace<M> ws_, eval_ws_;
   StepStats st_;
   PassPlan plan_;
