@@ -31,6 +31,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <unistd.h>
@@ -372,7 +373,9 @@ inline void write_summary_csv(const std::string& out_dir, const std::vector<Abla
 }
 
 /// \brief Trains (or resumes) one run and writes its result.json. `progress` gets the step after every step.
-inline nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run, std::atomic<long>* progress) {
+/// With comm (fbt ablate --distributed mpi; collective): the run trains over all of comm's ranks, and rank 0
+/// alone evaluates it at the end and writes result.json (the other ranks return its training status).
+inline nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run, std::atomic<long>* progress, Communicator* comm = nullptr) {
   namespace fs = std::filesystem;
   const std::string dir = g.out_dir + "/" + run.name, ck = dir + "/checkpoint";
   const auto t0 = std::chrono::steady_clock::now();
@@ -389,12 +392,18 @@ inline nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run
         if (to_json(t->cfg) != to_json(run.cfg))
           throw Error("ablate: the checkpoint in '" + dir + "' was made with another config; remove that directory to rerun it");
       } else {
-        fs::remove_all(dir);
+        if (!comm || comm->rank() == 0) fs::remove_all(dir);
+        if (comm) comm->barrier();
         t = std::make_unique<Trainer<M>>(run.cfg);
       }
+      if (comm) t->set_communicator(*comm);
       t->progress_counter = progress;
       if (progress) progress->store(t->step);
       if (t->step < t->cfg.steps) t->run(nullptr);
+      if (comm && comm->rank() != 0) {  // rank 0 evaluates and writes the result
+        res["status"] = "done";
+        return;
+      }
       const EvalReport e = t->evaluate();  // the final evaluation (the trainer logged it too; this copy goes to result.json)
       res["eval"] = eval_losses_json(e);
       auto& dec = t->decoder();
@@ -429,6 +438,7 @@ inline nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run
     }
   });
   res["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (comm && comm->rank() != 0) return res;
   fs::create_directories(dir);
   detail::write_text_atomic(dir + "/result.json", res.dump(2) + "\n");
   return res;
@@ -437,13 +447,14 @@ inline nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run
 /// \brief Runs a whole grid: skips finished runs, resumes interrupted ones, `jobs` at a time; prints a
 /// progress line across the grid to `out` (nullptr: silent) and rewrites summary.csv after every run.
 /// Returns the number of failed runs.
-inline int run_grid(const AblationGrid& g, std::FILE* out = stderr) {
+namespace detail {
+/// The runs of a grid still to do (no result.json, or a damaged one); finished runs are checked to be what
+/// this grid asks for (else an error names the file). Creates out_dir.
+inline std::vector<int> pending_runs(const AblationGrid& g, const std::vector<AblationRun>& runs, long& total_steps, long& done_steps) {
   namespace fs = std::filesystem;
-  const std::vector<AblationRun> runs = expand_grid(g);
   fs::create_directories(g.out_dir);
-  // finished runs: skipped, after checking that they are what this grid asks for
   std::vector<int> todo;
-  long total_steps = 0, done_steps = 0;
+  total_steps = 0, done_steps = 0;
   for (int i = 0; i < int(runs.size()); ++i) {
     total_steps += runs[i].cfg.steps;
     const std::string p = g.out_dir + "/" + runs[i].name + "/result.json";
@@ -463,6 +474,14 @@ inline int run_grid(const AblationGrid& g, std::FILE* out = stderr) {
                   " (the base or the budget changed?); remove that directory or choose another out_dir");
     done_steps += runs[i].cfg.steps;
   }
+  return todo;
+}
+}  // namespace detail
+
+inline int run_grid(const AblationGrid& g, std::FILE* out = stderr) {
+  const std::vector<AblationRun> runs = expand_grid(g);
+  long total_steps = 0, done_steps = 0;
+  const std::vector<int> todo = detail::pending_runs(g, runs, total_steps, done_steps);  // finished runs are skipped
   if (out)
     std::fprintf(out, "fbt ablate: %zu runs (%zu finished, %zu to do), %ld steps in all, %d at a time, results in %s\n", runs.size(),
                  runs.size() - todo.size(), todo.size(), total_steps, g.jobs, g.out_dir.c_str());
@@ -529,6 +548,66 @@ inline int run_grid(const AblationGrid& g, std::FILE* out = stderr) {
     for (const auto& f : failures) std::fprintf(out, "  failed: %s\n", f.c_str());
   }
   return failed.load();
+}
+
+/// \brief Runs a grid data-parallel over `comm` (fbt ablate --distributed mpi; collective): the runs one
+/// after another, each over all ranks (as fbt train --distributed mpi: every rank takes a share of every
+/// batch's rows; results as one process's, to float rounding). One run at a time over all ranks, rather
+/// than several runs side by side on subsets of ranks: a run's result then does not depend on how the
+/// ranks were grouped, and a finished run frees every rank for the next. Rank 0 decides which runs are
+/// left (its list goes to every rank), evaluates each run at its end, writes result.json and summary.csv
+/// and prints a line per run to `out`; a run that fails during training fails on every rank, and the grid
+/// goes on. Returns the number of failed runs (rank 0's count, on every rank).
+inline int run_grid_distributed(const AblationGrid& g, Communicator& comm, std::FILE* out = stderr) {
+  const bool lead = comm.rank() == 0;
+  const std::vector<AblationRun> runs = expand_grid(g);
+  long total_steps = 0, done_steps = 0;
+  std::string todo_s, err;
+  if (lead) {
+    try {
+      for (int i : detail::pending_runs(g, runs, total_steps, done_steps)) todo_s += std::to_string(i) + " ";
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+  }
+  comm.agree(err.empty(), err);
+  comm.broadcast(todo_s, 0);
+  std::vector<int> todo;
+  for (std::istringstream in(todo_s); in >> std::ws && !in.eof();) {
+    int i = 0;
+    in >> i;
+    todo.push_back(i);
+  }
+  if (lead && out)
+    std::fprintf(out, "fbt ablate: %zu runs (%zu finished, %zu to do), %ld steps in all, one at a time over %d ranks (%s), results in %s\n",
+                 runs.size(), runs.size() - todo.size(), todo.size(), total_steps, comm.size(), comm.name(), g.out_dir.c_str());
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> failures;
+  for (std::size_t k = 0; k < todo.size(); ++k) {
+    const AblationRun& r = runs[std::size_t(todo[k])];
+    const nlohmann::json res = run_ablation(g, r, nullptr, &comm);
+    if (lead) {
+      const bool ok = res.value("status", "") == "done";
+      if (!ok) failures.push_back(r.name + ": " + res.value("error", std::string("?")));
+      write_summary_csv(g.out_dir, runs);
+      if (out) {
+        std::fprintf(out, "run %zu/%zu %s: %s in %.1f s (%.0f s so far)\n", k + 1, todo.size(), r.name.c_str(), ok ? "done" : "FAILED",
+                     res.value("seconds", 0.0), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        std::fflush(out);
+      }
+    }
+    comm.barrier();  // rank 0 has written the run's result before any rank starts the next
+  }
+  if (lead) {
+    write_summary_csv(g.out_dir, runs);
+    if (out) {
+      std::fprintf(out, "summary: %s/summary.csv (%zu runs)\n", g.out_dir.c_str(), runs.size());
+      for (const auto& f : failures) std::fprintf(out, "  failed: %s\n", f.c_str());
+    }
+  }
+  std::string n = std::to_string(failures.size());
+  comm.broadcast(n, 0);
+  return std::stoi(n);
 }
 
 }  // namespace fbt

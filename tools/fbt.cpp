@@ -65,16 +65,20 @@ const char* kUsage =
 std::unique_ptr<MpiSession> g_mpi;
 std::unique_ptr<MpiComm> g_comm;
 #endif
-template <class Tr> void attach_distributed(Tr& t, const std::string& mode) {
-  if (mode != "mpi") return;
+/// The communicator of MPI_COMM_WORLD (MPI initialised on first use); refused, saying how to get MPI, in a
+/// build without it.
+Communicator& mpi_world(const char* cmd) {
 #if defined(FBT_HAVE_MPI)
+  (void)cmd;
   if (!g_mpi) g_mpi = std::make_unique<MpiSession>(nullptr, nullptr), g_comm = std::make_unique<MpiComm>();
-  t.set_communicator(*g_comm);
+  return *g_comm;
 #else
-  (void)t;
-  throw Error("--distributed mpi: this fbt was built without MPI; install it (Debian: apt-get install libopenmpi-dev openmpi-bin, "
-              "or scripts/setup.sh), rebuild, and start the run with mpirun -np N fbt train ... --distributed mpi");
+  throw Error(std::string("--distributed mpi: this fbt was built without MPI; install it (Debian: apt-get install libopenmpi-dev openmpi-bin, "
+              "or scripts/setup.sh), rebuild, and start the run with mpirun -np N fbt ") + cmd + " ... --distributed mpi");
 #endif
+}
+template <class Tr> void attach_distributed(Tr& t, const std::string& mode) {
+  if (mode == "mpi") t.set_communicator(mpi_world("train"));
 }
 
 int cmd_train(Args a) {
@@ -101,7 +105,7 @@ int cmd_train(Args a) {
   if (!resume.empty()) {
     static const char* allowed[] = {"steps",        "eval_every",       "checkpoint_every", "out_dir",     "progress",
                                     "eval_windows", "seq_eval_windows", "monitor_passes",   "max_memory_gb", "distributed",
-                                    "dist_check_every"};
+                                    "dist_check_every", "dist_overlap",     "dist_bucket_mb"};
     for (const auto& kv : a)
       if (std::find_if(std::begin(allowed), std::end(allowed), [&](const char* s) { return kv.first == s; }) == std::end(allowed))
         throw Error("fbt train --resume: --" + detail::excerpt(kv.first) +
@@ -564,7 +568,7 @@ int cmd_ablate(Args a) {
     std::printf(
         "fbt ablate [--grid FILE.json] [--vary FIELD=v1|v2|...] [--seeds 1,2,3] [--tokens N] [--evals N]\n"
         "           [--task_examples N] [--task_lengths 1,2,4] [--decode_timing 0|1] [--jobs N] [--out_dir DIR] [--dry_run true] [--FIELD VALUE ...]\n\n"
-        "Trains every run of a grid: runs x vary x seeds (see include/fbt/run/ablate.hpp and docs/EXPERIMENTS.md).\n"
+        "Trains every run of a grid: runs x vary x seeds (see tools/ablate.hpp and docs/EXPERIMENTS.md).\n"
         "The grid file is one JSON object: {\"base\": {field: value}, \"runs\": [{field: value}, ...],\n"
         "\"vary\": {field: [values]}, \"seeds\": [1, 2], \"tokens\": 1e6, \"evals\": 10, \"task_examples\": 100,\n"
         "\"task_lengths\": [1, 2, 4], \"decode_timing\": 1, \"jobs\": 2, \"out_dir\": \"runs/x\"}. Flags add to it: --vary (repeatable; values split on |),\n"
@@ -575,6 +579,8 @@ int cmd_ablate(Args a) {
         "contraction losses), checkpoint/ and result.json (the final evaluation; on a built-in task, accuracy and\n"
         "median trace length per decoding mode at 1x, 2x, 4x the training problem length; decode ms/token). OUT_DIR/summary.csv has one row per run.\n"
         "Run it again to continue: finished runs are skipped, interrupted ones resume from their last checkpoint.\n"
+        "--distributed mpi (under mpirun -np N): the runs one after another, each data-parallel over all N ranks;\n"
+        "rank 0 evaluates, writes the results and prints a line per run (--jobs stays 1).\n"
         "Plots: python3 scripts/plots.py OUT_DIR.\n");
     return 0;
   }
@@ -621,6 +627,14 @@ int cmd_ablate(Args a) {
     return 0;
   }
   g_progress_started = true;
+  if (g.base.distributed == "mpi") {  // the runs one after another, each over all ranks
+    if (g.jobs > 1)
+      throw Error("fbt ablate --distributed mpi trains the runs one after another, each over all ranks; --jobs " + std::to_string(g.jobs) +
+                  " (runs side by side) does not combine with it: leave jobs at 1");
+    Communicator& c = mpi_world("ablate");
+    const int failed = run_grid_distributed(g, c, c.rank() == 0 ? stderr : nullptr);
+    return failed ? 1 : 0;
+  }
   const int failed = run_grid(g, stderr);
   return failed ? 1 : 0;
 }

@@ -69,6 +69,11 @@ if [[ "$mode" == find_package ]]; then
   "$work/consumer-build/consumer"
   step "run custom_fuser (a fuser of the user's own, built against the installed package)"
   "$work/consumer-build/custom_fuser" "$work/custom_fuser_run"
+  if [[ -f "$prefix/share/cmake/fbt/fbtMpiTargets.cmake" ]]; then
+    step "run mpi_consumer (fbt::mpi from the installed package)"
+    [[ -x "$work/consumer-build/mpi_consumer" ]] || { echo "FAIL: fbt::mpi was installed but the consumer did not find it" >&2; exit 1; }
+    "$work/consumer-build/mpi_consumer"
+  fi
 else
   step "configure subdir_consumer with FBT_SOURCE_DIR=$src"
   "$cmake_bin" -S "$here/subdir_consumer" -B "$work/build" "${common[@]}" -DFBT_SOURCE_DIR="$src"

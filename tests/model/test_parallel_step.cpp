@@ -1,5 +1,8 @@
 // A step split across threads by batch rows equals the one-thread step (double; 1e-12 relative on losses
-// and on the gradient's max entry: only the order of sums differs), jitter included.
+// and on the gradient's max entry: only the order of sums differs), jitter included. The grad_ready
+// callback (what data-parallel training reduces early with) is called once per block, top block first,
+// and when it is called for block l, block l's gradient in m.params is already the step's final one (bit
+// for bit), on one thread and on several; block_param_ranges tiles the blocks' part of the buffer.
 #include <gtest/gtest.h>
 
 #include "common/tiny_model.hpp"
@@ -12,6 +15,28 @@ using namespace fbt;
 using namespace fbt_test;
 
 namespace {
+
+/// grad_ready: copies block l's gradient when called with l.
+template <class M> struct ReadyRecorder {
+  const M* m;
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  std::vector<int> order;
+  std::vector<std::vector<typename M::Scalar>> seen;
+  static void call(void* self, int l) {
+    auto* r = static_cast<ReadyRecorder*>(self);
+    r->order.push_back(l);
+    const auto* g = r->m->params.grads();
+    r->seen[l].assign(g + r->ranges[l].first, g + r->ranges[l].second);
+  }
+  void check(const std::string& what) const {
+    std::vector<int> want;
+    for (int l = m->L - 1; l >= 0; --l) want.push_back(l);
+    EXPECT_EQ(order, want) << what << ": once per block, top first";
+    const auto* g = m->params.grads();
+    for (int l = 0; l < m->L; ++l)
+      EXPECT_TRUE(std::equal(seen[l].begin(), seen[l].end(), g + ranges[l].first)) << what << ": block " << l << " changed after its callback";
+  }
+};
 
 struct Knobs {
   std::string fuser;
@@ -57,6 +82,27 @@ template <class M> void parallel_case(const Knobs& k, const ModelConfig& cfg) {
     EXPECT_LT(d, 1e-12 * gmax) << threads << " threads";
     EXPECT_EQ(r2.state(), r1.state()) << "the caller's Rng advances as for one thread";
   }
+
+  // grad_ready: on one thread (the step itself) and on 2 and 3 (thread 0 adds the others' block first)
+  ReadyRecorder<M> rec{&m, block_param_ranges(m), {}, {}};
+  ASSERT_EQ(rec.ranges.size(), std::size_t(m.L));
+  EXPECT_EQ(rec.ranges.back().second - rec.ranges.front().first,
+            [&] { std::size_t n = 0; for (const auto& s : m.params.specs()) n += s.name.rfind("model.layers.", 0) == 0 ? s.size : 0; return n; }())
+      << "the blocks' ranges tile their tensors";
+  for (int threads : {1, 2, 3}) {
+    Rng r3(9);
+    o.rng = &r3, o.grad_ready = GradReady{&ReadyRecorder<M>::call, &rec};
+    rec.order.clear(), rec.seen.assign(std::size_t(m.L), {});
+    ParallelStepper<M> ps(m, threads);
+    StepStats s3;
+    m.params.zero_grad();
+    ps.step(tb.batch(true), o, s3);
+    rec.check(std::to_string(threads) + " thread(s)");
+    double d = 0;
+    for (std::size_t i = 0; i < g1.size(); ++i) d = std::max(d, std::abs(m.params.grads()[i] - g1[i]));
+    EXPECT_LT(d, 1e-12 * gmax) << threads << " threads with grad_ready";
+  }
+  o.grad_ready = GradReady{};
 }
 
 TEST_P(Parallel, EqualsTheOneThreadStep) {
@@ -81,6 +127,20 @@ TEST(Parallel, ForwardOnlyAndMoreThreadsThanRows) {
   StepStats s2;
   ps.step(tb.batch(), o, s2);
   EXPECT_EQ(s1.loss, s2.loss);
+}
+
+TEST(Parallel, AFailingThreadDoesNotHangTheOthers) {  // thread 0 waits for the others' blocks in grad_ready
+  ModelConfig cfg = tiny_config("glu");
+  Model<double> m(cfg, 1);
+  TinyBatch tb = tiny_batch(4, 6, cfg.vocab_size, 3);
+  tb.tokens[4 * 6 - 1] = cfg.vocab_size + 1;  // the last thread's row
+  int calls = 0;
+  StepOptions o;
+  o.K = 2, o.grad_ready = GradReady{[](void* c, int) { ++*static_cast<int*>(c); }, &calls};
+  ParallelStepper<Model<double>> ps(m, 2);
+  StepStats st;
+  EXPECT_THROW(ps.step(tb.batch(), o, st), Error);
+  EXPECT_EQ(calls, 0) << "no block is handed on when a thread failed";
 }
 
 }  // namespace

@@ -142,12 +142,155 @@ TEST(Mpi, ABadRowStopsEveryRank) {
 }
 
 namespace {
+/// MpiComm, counting the reductions of float or double buffers longer than `min_len` (the gradients: the
+/// statistics are a few doubles).
+class CountingComm final : public Communicator {
+ public:
+  CountingComm(Communicator& c, std::size_t min_len) : c_(c), min_(min_len) {}
+  int rank() const override { return c_.rank(); }
+  int size() const override { return c_.size(); }
+  void allreduce_sum(float* x, std::size_t n) override { count(n), c_.allreduce_sum(x, n); }
+  void allreduce_sum(double* x, std::size_t n) override { count(n), c_.allreduce_sum(x, n); }
+  void start_allreduce_sum(float* x, std::size_t n) override { count(n), c_.start_allreduce_sum(x, n); }
+  void start_allreduce_sum(double* x, std::size_t n) override { count(n), c_.start_allreduce_sum(x, n); }
+  bool progress() override { return c_.progress(); }
+  void wait_all() override { c_.wait_all(); }
+  void broadcast(std::string& b, int root) override { c_.broadcast(b, root); }
+  void agree(bool ok, const std::string& m) override { c_.agree(ok, m); }
+  void barrier() override { c_.barrier(); }
+  const char* name() const override { return "counting"; }
+  int reductions = 0;
+  std::size_t elements = 0;
+
+ private:
+  void count(std::size_t n) {
+    if (n > min_) ++reductions, elements += n;
+  }
+  Communicator& c_;
+  std::size_t min_;
+};
+}  // namespace
+
+// Overlap: the blocks' gradients reduced in buckets during the backward give the same bits as one
+// reduction after it, for buckets of one block and of two, with 1 and 2 threads per rank, with and
+// without detach, and the buckets are really used (counted).
+TEST(Mpi, OverlappedReductionGivesTheSameBits) {
+  MpiComm& c = world();
+  using M = Model<double>;
+  ModelConfig cfg = tiny_config("glu");
+  cfg.num_hidden_layers = 4;
+  M m(cfg, 1);
+  randomize(m, 2);
+  const auto ranges = block_param_ranges(m);
+  ASSERT_EQ(ranges.size(), 4u) << "the built-in blocks lie in the buffer in layer order";
+  for (int l = 1; l < 4; ++l) EXPECT_EQ(ranges[l].first, ranges[l - 1].second);
+  const std::size_t block_bytes = (ranges[0].second - ranges[0].first) * sizeof(double);
+  const int B = 5, T = 7;
+  TinyBatch tb = tiny_batch(B, T, cfg.vocab_size, 3);
+  tb.doc_start[11] = 1;
+  for (bool detach : {false, true})
+    for (int threads : {1, 2}) {
+      StepOptions o;
+      o.K = 3, o.lambda = 0.6, o.detach = detach;
+      std::vector<std::vector<double>> g;
+      std::vector<int> used;
+      for (std::size_t bucket : {std::size_t(0), std::size_t(1), 2 * block_bytes}) {  // 0: overlap off
+        DistOptions d;
+        d.overlap = bucket > 0, d.bucket_bytes = std::max<std::size_t>(bucket, 1);
+        CountingComm cc(c, 20);
+        DistributedStepper<M> ds(m, cc, threads, d);
+        StepStats st;
+        m.params.zero_grad();
+        ds.step(tb.batch(true), o, st);
+        g.emplace_back(m.params.grads(), m.params.grads() + m.params.size());
+        used.push_back(cc.reductions);
+        if (c.size() > 1 && d.overlap) EXPECT_EQ(ds.buckets_started_early(), ds.buckets_used()) << "every bucket started during the backward";
+      }
+      const std::string what = std::string(detach ? "detach" : "no detach") + ", " + std::to_string(threads) + " thread(s)";
+      EXPECT_EQ(std::memcmp(g[0].data(), g[1].data(), g[0].size() * sizeof(double)), 0) << "buckets of one block, " << what;
+      EXPECT_EQ(std::memcmp(g[0].data(), g[2].data(), g[0].size() * sizeof(double)), 0) << "buckets of two blocks, " << what;
+      if (c.size() > 1) {
+        EXPECT_EQ(used[0], 1) << "without overlap: one reduction of the whole buffer";
+        EXPECT_EQ(used[1], 4 + 2) << "one bucket per block, then the rest below and above the blocks";
+        EXPECT_EQ(used[2], 2 + 2);
+      }
+    }
+}
+
+// Gradient accumulation: micro-batches with reduce = false stay on the rank (no gradient reduction), the
+// last one sums everything accumulated since, once; the result is the one-process sum of the micro-steps.
+TEST(Mpi, AccumulatesOnTheRankAndReducesOnce) {
+  MpiComm& c = world();
+  using M = Model<double>;
+  const ModelConfig cfg = tiny_config("glu");
+  M m(cfg, 1);
+  randomize(m, 4);
+  const TinyBatch b1 = tiny_batch(4, 6, cfg.vocab_size, 5), b2 = tiny_batch(4, 6, cfg.vocab_size, 6), b3 = tiny_batch(4, 6, cfg.vocab_size, 7);
+  StepOptions o;
+  o.K = 2, o.grad_scale = 1.0 / 3;
+  Workspace<M> w;
+  m.params.zero_grad();
+  StepStats s;
+  for (const TinyBatch* b : {&b1, &b2, &b3}) multipass_step(m, w, b->batch(), o, s);
+  const std::vector<double> want(m.params.grads(), m.params.grads() + m.params.size());
+  double gmax = 0;
+  for (double v : want) gmax = std::max(gmax, std::abs(v));
+  for (bool overlap : {false, true}) {
+    DistOptions d;
+    d.overlap = overlap, d.bucket_bytes = 1;
+    CountingComm cc(c, 20);
+    DistributedStepper<M> ds(m, cc, 1, d);
+    m.params.zero_grad();
+    m.params.grads()[3] = 0.25;  // the caller's own gradient: kept, not summed over the ranks
+    ds.step(b1.batch(), o, s, false);
+    ds.step(b2.batch(), o, s, false);
+    EXPECT_EQ(cc.reductions, 0) << "micro-batches before the last stay on the rank";
+    ds.step(b3.batch(), o, s, true);
+    if (c.size() > 1) EXPECT_EQ(cc.reductions, overlap ? 2 + 2 : 1);
+    for (std::size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(m.params.grads()[i], want[i] + (i == 3 ? 0.25 : 0.0), 1e-12 * gmax) << "overlap " << overlap << ", element " << i;
+  }
+}
+
+// A failing rank in a step with buckets in flight: it still takes part in every reduction, and every rank
+// stops with its message (threads per rank too).
+TEST(Mpi, ABadRowStopsEveryRankWhileBucketsAreInFlight) {
+  MpiComm& c = world();
+  if (c.size() < 2) GTEST_SKIP() << "needs 2 ranks (run under mpirun -np 2)";
+  using M = Model<float>;
+  ModelConfig cfg = tiny_config("glu");
+  cfg.num_hidden_layers = 3;
+  M m(cfg, 1);
+  TinyBatch tb = tiny_batch(6, 5, cfg.vocab_size, 3);
+  StepOptions o;
+  o.K = 2;
+  DistOptions d;
+  d.bucket_bytes = 1;
+  for (int threads : {1, 2}) {
+    DistributedStepper<M> ds(m, c, threads, d);
+    StepStats st;
+    m.params.zero_grad();
+    ds.step(tb.batch(), o, st);  // a good step first: the buckets work
+    TinyBatch bad = tb;
+    bad.tokens[6 * 5 - 1] = cfg.vocab_size + 5;  // the last row belongs to the last rank
+    try {
+      ds.step(bad.batch(), o, st);
+      FAIL() << "a token outside the vocabulary was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(c.size() - 1) + " of "), std::string::npos) << e.what();
+    }
+    m.params.zero_grad();
+    EXPECT_NO_THROW(ds.step(tb.batch(), o, st)) << "the ranks are still in step after the error";
+  }
+}
+
+namespace {
 TrainConfig tiny_run(const std::string& out) {
   TrainConfig c;
   c.model.hidden_size = 32, c.model.num_hidden_layers = 2, c.model.num_attention_heads = 2, c.model.num_key_value_heads = 1;
   c.model.intermediate_size = 64, c.model.max_position_embeddings = 64;
   c.data = "task:addition", c.task_difficulty = 2;
-  c.batch_size = 5, c.seq_len = 32, c.steps = 8, c.warmup_steps = 2;  // 5 rows: uneven shares
+  c.batch_size = 5, c.seq_len = 32, c.steps = 8, c.warmup_steps = 2, c.grad_accum = 2;  // 5 rows: uneven shares; 2 micro-batches
   c.schedule.feedback_start = 0.25, c.schedule.pass_mix = {{2, 0.6}, {3, 0.4}};
   c.eval_every = 0, c.eval_windows = 2, c.seq_eval_windows = 1, c.monitor_passes = 2, c.progress = false, c.out_dir = out;
   return c;
@@ -234,7 +377,7 @@ TEST(MpiTrainer, ARankFailingMidRunStopsEveryRank) {
   if (c.size() < 2) GTEST_SKIP() << "needs 2 ranks (run under mpirun -np 2)";
   const std::string dir = shared_dir(c, "fail");
   const TrainConfig cfg = tiny_run(dir);
-  Trainer<Model<float>> t(cfg, std::make_unique<FailingData>(make_data_source(cfg), c.rank(), c.size() - 1, 3));
+  Trainer<Model<float>> t(cfg, std::make_unique<FailingData>(make_data_source(cfg), c.rank(), c.size() - 1, 3 * cfg.grad_accum));  // from step 3 on
   t.set_communicator(c);
   for (int s = 0; s < 3; ++s) t.train_step();
   try {

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "rng.hpp"
@@ -105,6 +106,13 @@ template <class T> class ParamStore {
     FBT_ASSERT(has(target), "ParamStore::alias: the target \"" + target + "\" is not declared");
     FBT_ASSERT(!has(name), "ParamStore::alias: \"" + name + "\" is already a tensor");
     aliases_[name] = Alias{target, false};
+  }
+  /// (name, target) of every alias a layer asked for.
+  std::vector<std::pair<std::string, std::string>> used_aliases() const {
+    std::vector<std::pair<std::string, std::string>> r;
+    for (const auto& [name, a] : aliases_)
+      if (a.used) r.emplace_back(name, a.target);
+    return r;
   }
   bool alias_used(const std::string& name) const {
     auto a = aliases_.find(name);

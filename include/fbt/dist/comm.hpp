@@ -13,6 +13,15 @@
 //                            the first such rank and its message (so an error on one rank stops all of them,
 //                            with that rank's words, instead of leaving the others waiting)
 //   barrier()
+// and, for reducing gradients while the backward still runs (dist/distributed_step.hpp), optionally:
+//   start_allreduce_sum(x, n)  begins allreduce_sum(x, n) and returns; x holds the sum (the same bits as
+//                            allreduce_sum) once wait_all() returns and must not be touched before; every
+//                            rank starts the same reductions in the same order
+//   progress()               lets the started reductions advance (call it between pieces of other work);
+//                            true when none is left
+//   wait_all()               returns when every started reduction is done
+// whose defaults reduce at once (start_allreduce_sum is allreduce_sum), so a communicator that has no
+// nonblocking collectives still works, without the overlap.
 //
 // LocalComm is the one-process communicator (size 1; every operation is the identity). The MPI one is
 // dist/mpi_comm.hpp, which alone includes <mpi.h>: nothing else in fbt depends on MPI.
@@ -38,6 +47,14 @@ class Communicator {
   virtual void agree(bool ok, const std::string& message) = 0;
   virtual void barrier() = 0;
   virtual const char* name() const = 0;
+
+  /// Begins allreduce_sum(x, n); x is the sum once wait_all() returns (default: at once).
+  virtual void start_allreduce_sum(float* x, std::size_t n) { allreduce_sum(x, n); }
+  virtual void start_allreduce_sum(double* x, std::size_t n) { allreduce_sum(x, n); }
+  /// Advances the started reductions; true when none is left.
+  virtual bool progress() { return true; }
+  /// Returns when every started reduction is done.
+  virtual void wait_all() {}
 };
 
 /// One process: size 1, every collective the identity.

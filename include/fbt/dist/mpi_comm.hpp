@@ -10,13 +10,22 @@
 //   2. allgather: every rank receives every owner's summed chunk (MPI_Allgatherv).
 // Each rank sends and receives 2 (N-1)/N of the buffer, as a ring all-reduce does. Large buffers go in
 // pieces of at most 2^27 elements (MPI counts are int).
+// The two phases are nonblocking collectives (MPI_Ialltoallv, then MPI_Iallgatherv on a duplicate of the
+// communicator), so start_allreduce_sum returns at once and progress() moves each started reduction
+// along: when its exchange has arrived, the owner's sum is taken and its gather started. Gathers start in
+// the order the reductions did (each waits for the ones before it), and the exchanges and the gathers
+// each have their own communicator, so every rank issues each communicator's collectives in the same
+// order, as MPI requires. allreduce_sum is start_allreduce_sum + wait_all: one code path, so the sums are
+// the same bits however a buffer is cut into reductions (each element is still summed in rank order).
 #pragma once
 
 #include <mpi.h>
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "comm.hpp"
@@ -70,13 +79,48 @@ class MpiComm final : public Communicator {
   explicit MpiComm(MPI_Comm c = MPI_COMM_WORLD) : c_(c) {
     detail::mpi_check(MPI_Comm_rank(c_, &rank_), "MPI_Comm_rank");
     detail::mpi_check(MPI_Comm_size(c_, &size_), "MPI_Comm_size");
+    detail::mpi_check(MPI_Comm_dup(c_, &gather_), "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(gather_, MPI_ERRORS_RETURN);
   }
+  ~MpiComm() override {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Comm_free(&gather_);
+  }
+  MpiComm(const MpiComm&) = delete;
+  MpiComm& operator=(const MpiComm&) = delete;
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* name() const override { return "mpi"; }
 
-  void allreduce_sum(float* x, std::size_t n) override { ordered_allreduce(x, n); }
-  void allreduce_sum(double* x, std::size_t n) override { ordered_allreduce(x, n); }
+  void allreduce_sum(float* x, std::size_t n) override { start_allreduce_sum(x, n), wait_all(); }
+  void allreduce_sum(double* x, std::size_t n) override { start_allreduce_sum(x, n), wait_all(); }
+  void start_allreduce_sum(float* x, std::size_t n) override { start(x, n); }
+  void start_allreduce_sum(double* x, std::size_t n) override { start(x, n); }
+
+  bool progress() override {
+    for (auto& p : pending_) {  // in the order started: an exchange not yet arrived holds up the later gathers
+      if (p.phase != 0) continue;
+      int done = 0;
+      detail::mpi_check(MPI_Test(&p.req, &done, MPI_STATUS_IGNORE), "MPI_Test (exchange)");
+      if (!done) break;
+      p.is_double ? owner_sum(static_cast<double*>(p.x), p) : owner_sum(static_cast<float*>(p.x), p);
+      const MPI_Datatype t = p.is_double ? MPI_DOUBLE : MPI_FLOAT;
+      detail::mpi_check(MPI_Iallgatherv(MPI_IN_PLACE, 0, t, p.x, p.cnt.data(), p.dsp.data(), t, gather_, &p.req), "MPI_Iallgatherv");
+      p.phase = 1;
+    }
+    while (!pending_.empty() && pending_.front().phase == 1) {
+      int done = 0;
+      detail::mpi_check(MPI_Test(&pending_.front().req, &done, MPI_STATUS_IGNORE), "MPI_Test (gather)");
+      if (!done) break;
+      pending_.pop_front();
+    }
+    return pending_.empty();
+  }
+  void wait_all() override {
+    while (!progress()) {
+    }
+  }
 
   void broadcast(std::string& bytes, int root) override {
     long long len = (long long)bytes.size();
@@ -102,43 +146,55 @@ class MpiComm final : public Communicator {
   void barrier() override { detail::mpi_check(MPI_Barrier(c_), "MPI_Barrier"); }
 
  private:
-  template <class T> void ordered_allreduce(T* x, std::size_t n) {
+  // One reduction of at most 2^27 elements in flight: phase 0 = the exchange (chunk r of every rank's
+  // buffer to rank r), phase 1 = the gather of the owners' sums.
+  struct Pending {
+    void* x = nullptr;
+    bool is_double = false;
+    int phase = 0;
+    std::vector<int> cnt, dsp, rcnt, rdsp;  // (N) chunk sizes and starts; what arrives from each rank, and where
+    std::vector<char> recv;                 // (N, chunk of this rank) every rank's piece of this rank's chunk
+    MPI_Request req = MPI_REQUEST_NULL;
+  };
+
+  template <class T> void start(T* x, std::size_t n) {
     if (size_ == 1 || n == 0) return;
     const std::size_t kPiece = std::size_t(1) << 27;
-    for (std::size_t off = 0; off < n; off += kPiece) ordered_piece(x + off, std::min(kPiece, n - off));
+    for (std::size_t off = 0; off < n; off += kPiece) start_piece(x + off, std::min(kPiece, n - off));
+    progress();
   }
-  template <class T> void ordered_piece(T* x, std::size_t n) {
+  template <class T> void start_piece(T* x, std::size_t n) {
     const int N = size_;
-    std::vector<int> cnt(N), dsp(N);
+    pending_.emplace_back();
+    Pending& p = pending_.back();
+    p.x = x, p.is_double = std::is_same<T, double>::value;
+    p.cnt.resize(N), p.dsp.resize(N), p.rcnt.resize(N), p.rdsp.resize(N);
     for (int r = 0; r < N; ++r) {
       const std::size_t lo = n * std::size_t(r) / std::size_t(N), hi = n * std::size_t(r + 1) / std::size_t(N);
-      dsp[r] = int(lo), cnt[r] = int(hi - lo);
+      p.dsp[r] = int(lo), p.cnt[r] = int(hi - lo);
     }
-    const int mine = cnt[rank_];
-    std::vector<T>& recv = scratch<T>();
-    recv.resize(std::size_t(mine) * N);
-    std::vector<int> rcnt(N, mine), rdsp(N);
-    for (int r = 0; r < N; ++r) rdsp[r] = r * mine;
+    const int mine = p.cnt[rank_];
+    for (int r = 0; r < N; ++r) p.rcnt[r] = mine, p.rdsp[r] = r * mine;
+    p.recv.resize(std::size_t(mine) * N * sizeof(T));
     const MPI_Datatype t = detail::mpi_type<T>();
-    // 1. every rank's piece of chunk `rank_` arrives here, rank r's at recv[r * mine]
-    detail::mpi_check(MPI_Alltoallv(x, cnt.data(), dsp.data(), t, recv.data(), rcnt.data(), rdsp.data(), t, c_), "MPI_Alltoallv");
-    T* out = x + dsp[rank_];
+    detail::mpi_check(MPI_Ialltoallv(x, p.cnt.data(), p.dsp.data(), t, p.recv.data(), p.rcnt.data(), p.rdsp.data(), t, c_, &p.req),
+                      "MPI_Ialltoallv");
+  }
+  // this rank's chunk := the N pieces summed in rank order 0, 1, ..., N-1
+  template <class T> void owner_sum(T* x, const Pending& p) const {
+    const int N = size_, mine = p.cnt[rank_];
+    const T* recv = reinterpret_cast<const T*>(p.recv.data());
+    T* out = x + p.dsp[rank_];
     for (int i = 0; i < mine; ++i) {
       T s = recv[std::size_t(i)];  // rank 0's
       for (int r = 1; r < N; ++r) s += recv[std::size_t(r) * mine + i];
       out[i] = s;
     }
-    // 2. every owner's sum to every rank (in place)
-    detail::mpi_check(MPI_Allgatherv(MPI_IN_PLACE, 0, t, x, cnt.data(), dsp.data(), t, c_), "MPI_Allgatherv");
   }
-  template <class T> std::vector<T>& scratch();
 
-  MPI_Comm c_;
+  MPI_Comm c_, gather_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
-  std::vector<float> fscratch_;
-  std::vector<double> dscratch_;
+  std::deque<Pending> pending_;
 };
-template <> inline std::vector<float>& MpiComm::scratch<float>() { return fscratch_; }
-template <> inline std::vector<double>& MpiComm::scratch<double>() { return dscratch_; }
 
 }  // namespace fbt

@@ -34,6 +34,10 @@ struct StepOptions {
   bool backward = true;       ///< false: forward only (evaluation)
   double grad_scale = 1.0;    ///< multiplies every gradient (1/micro-batches under gradient accumulation)
   int row_offset = 0;         ///< index of the batch's first row in a larger batch (a thread's share): jitter streams are per row
+  /// Called in the last backward pass right after block l's backward (l = L-1 down to 0), when block l's
+  /// gradients are final for this step: lets a caller reduce them while the backward goes on
+  /// (dist/distributed_step.hpp). The other gradients (embedding, norms, fuser, head) are final on return.
+  GradReady grad_ready;
 };
 
 namespace detail {
@@ -114,14 +118,14 @@ void multipass_step(Be& be, const M& m, const Weights<typename M::Scalar>& w, Wo
   if (o.detach) {  // each pass: forward, then its own backward; nothing flows between passes
     for (int j = 0; j < K; ++j) {
       run_forward(j);
-      if (j >= fg) run.pass_backward(slot_of(j), j > 0, nullptr, nullptr);
+      if (j >= fg) run.pass_backward(slot_of(j), j > 0, nullptr, nullptr, j == K - 1 ? &o.grad_ready : nullptr);
     }
   } else {
     for (int j = 0; j < K; ++j) run_forward(j);
     const T* carry_in = nullptr;
     for (int j = K - 1; j >= fg; --j) {
       T* carry_out = (j > fg) ? ws.carry[j % 2] : nullptr;
-      run.pass_backward(slot_of(j), j > 0, carry_in, carry_out);
+      run.pass_backward(slot_of(j), j > 0, carry_in, carry_out, j == fg ? &o.grad_ready : nullptr);  // pass fg finishes every block's gradients
       carry_in = carry_out;
     }
   }

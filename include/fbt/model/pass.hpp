@@ -21,6 +21,15 @@
 
 namespace fbt {
 
+/// A callback of the backward: fn(ctx, l) once block l's parameter gradients are final for the step.
+struct GradReady {
+  void (*fn)(void* ctx, int layer) = nullptr;
+  void* ctx = nullptr;
+  void operator()(int layer) const {
+    if (fn) fn(ctx, layer);
+  }
+};
+
 /// A batch of B rows of T tokens (host memory). targets[n] < 0 is ignored; doc_start may be null.
 struct Batch {
   int B = 0, T = 0;
@@ -248,8 +257,8 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
   /// \brief Backward of one pass. On entry p.dhead holds this pass's loss gradient; carry_in (N, D) (or
   /// null) is d(later passes)/d(this pass's source state), injected at the tap. Accumulates ws.de,
   /// ws.dpre and the parameter gradients; writes carry_out (N, D) = d/d(previous pass's source state)
-  /// when non-null.
-  void pass_backward(Pass& p, bool fed_back, const T* carry_in, T* carry_out) {
+  /// when non-null. ready (or null): called with l after block l's backward (the last pass's backward).
+  void pass_backward(Pass& p, bool fed_back, const T* carry_in, T* carry_out, const GradReady* ready = nullptr) {
     WS& w = ws_;
     const int N = w.N(), D = m_.D, L = m_.L;
     const std::size_t ND = std::size_t(N) * D;
@@ -262,6 +271,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
     for (int l = L - 1; l >= 0; --l) {
       if (carry_in && tap.layer == l) be_.add(w.dres, carry_in, ND);  // the carry enters at the tapped block's output
       m_.blocks[l].backward(be_, w_, p.blocks[l], w.dres, p.res[l], s);
+      if (ready) (*ready)(l);
     }
     // w.dres = dX, the gradient w.r.t. the layer-0 input
     if constexpr (!fb) {

@@ -64,6 +64,8 @@ struct TrainConfig {
   /// a setting of the machine, like max_memory_gb (the same seed gives the same run whatever N is)
   std::string distributed = "none";
   int dist_check_every = 100;  ///< with mpi: compare the parameters' hash across ranks every this many steps (0 = only at the end)
+  bool dist_overlap = true;    ///< with mpi: reduce the blocks' gradients in buckets while the backward runs (same bits as after it)
+  double dist_bucket_mb = 1;   ///< with mpi and overlap: a bucket's least size (MB, 1e6 bytes)
   // evaluation and output
   int eval_every = 200, eval_windows = 32, seq_eval_windows = 2, monitor_passes = 30;  ///< seq_eval_windows: 0 = off, -1 = all
   int checkpoint_every = 0;  ///< 0 = only at the end
@@ -360,6 +362,11 @@ inline const std::vector<ConfigField>& train_config_fields() {
     v.back().recorded = false;
     I("dist_check_every", "with mpi: steps between checks that every rank holds the same parameters (0 = at the end only)", FBT_T(dist_check_every));
     v.back().recorded = false;
+    B("dist_overlap", "with mpi: reduce the gradients in buckets while the backward runs (false: one reduction after it; same result)",
+      FBT_T(dist_overlap));
+    v.back().recorded = false;
+    D("dist_bucket_mb", "with mpi and dist_overlap: least size of a gradient bucket in MB", FBT_T(dist_bucket_mb));
+    v.back().recorded = false;
 #undef FBT_M
 #undef FBT_S
 #undef FBT_T
@@ -538,6 +545,7 @@ inline void validate(const TrainConfig& c) {
   if (c.threads < 1 || c.threads > 256) fail("threads", "must be in [1, 256], got " + std::to_string(c.threads));
   if (c.distributed != "none" && c.distributed != "mpi") fail("distributed", "expected none or mpi, got " + detail::quote_value(c.distributed));
   at_least("dist_check_every", c.dist_check_every, 0);
+  if (!(c.dist_bucket_mb > 0 && c.dist_bucket_mb <= 1e5)) fail("dist_bucket_mb", "expected a size in (0, 1e5] MB, got " + detail::num(c.dist_bucket_mb));
   if (c.precision != "fp32" && c.precision != "bf16") fail("precision", "expected fp32 or bf16, got " + detail::quote_value(c.precision));
   if (c.precision == "bf16" && !bf16_available()) fail("precision", "bf16: " + bf16_unavailable_reason());
   real_in("lr", c.lr, 0, true, inf, true, "(0, inf)");

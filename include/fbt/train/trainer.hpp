@@ -288,7 +288,9 @@ template <class M> class Trainer {
       throw Error("invalid training config: batch_size " + std::to_string(cfg.batch_size) + " is below the " + std::to_string(comm.size()) +
                   " ranks (each rank takes at least one row of every batch)");
     comm_ = &comm;
-    if (comm.size() > 1) dist_ = std::make_unique<DistributedStepper<M>>(model, comm, cfg.threads), par_.reset();
+    DistOptions d;
+    d.overlap = cfg.dist_overlap, d.bucket_bytes = std::size_t(std::max(1.0, cfg.dist_bucket_mb * 1e6));
+    if (comm.size() > 1) dist_ = std::make_unique<DistributedStepper<M>>(model, comm, cfg.threads, d), par_.reset();
   }
   const Communicator& communicator() const { return *comm_; }
 
@@ -340,7 +342,7 @@ template <class M> class Trainer {
         data->sample_batch(data_rng, B, Tn, tok_, tgt_, ds_);
         try {
           const Batch batch{B, Tn, tok_.data(), tgt_.data(), ds_.data()};
-          if (dist_) dist_->step(batch, o, st_);  // this rank's share of the rows, gradients summed over the ranks
+          if (dist_) dist_->step(batch, o, st_, a == cfg.grad_accum - 1);  // this rank's rows; the last micro-batch sums the gradients over the ranks
           else if (par_) par_->step(batch, o, st_);
           else multipass_step(model, ws_, batch, o, st_);
         } catch (const Error& e) {
