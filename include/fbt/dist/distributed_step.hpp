@@ -26,6 +26,7 @@
 // every reduction the others start (it starts the buckets it did not reach), so no rank is left waiting.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,7 @@ namespace fbt {
 
 struct DistOptions {
   bool overlap = true;                       ///< reduce the blocks' gradients in buckets during the backward
-  std::size_t bucket_bytes = std::size_t(1) << 20;  ///< a bucket's least size (the last one may be smaller)
+  std::size_t bucket_bytes = 250000;         ///< a bucket's least size in bytes (the last one may be smaller)
 };
 
 template <class M> class DistributedStepper {
@@ -64,6 +65,9 @@ template <class M> class DistributedStepper {
   /// Buckets of the last reducing step (0 without overlap), and how many of them started during its backward.
   int buckets_used() const { return buckets_used_; }
   int buckets_started_early() const { return early_; }
+  /// Seconds the last step spent communicating after its own computation was done: the exposed part of
+  /// the gradient reduction (what overlap shrinks), plus the statistics' small reduction.
+  double exposed_seconds() const { return exposed_; }
 
   /// \brief As multipass_step on the whole (global) batch b (collective: every rank calls it with the
   /// same b and o): this rank's share runs, its gradients ACCUMULATE into m.params locally, and with
@@ -89,6 +93,7 @@ template <class M> class DistributedStepper {
     } catch (const Error& e) {
       err = e.what();
     }
+    const auto t_done = std::chrono::steady_clock::now();
     if (reduce && o.backward) {
       T* g = m_.params.grads();
       if (overlap) {
@@ -118,6 +123,7 @@ template <class M> class DistributedStepper {
     stats_[std::size_t(5 * K)] = double(part.targets);
     stats_[std::size_t(5 * K + 1)] = err.empty() ? 0.0 : 1.0;
     comm_.allreduce_sum(stats_.data(), stats_.size());
+    exposed_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_done).count();
     if (stats_[std::size_t(5 * K + 1)] > 0) {
       open_ = false;
       comm_.agree(err.empty(), err);  // throws on every rank with the first failing rank's message
@@ -156,6 +162,7 @@ template <class M> class DistributedStepper {
   std::vector<Bucket> buckets_;
   std::size_t blocks_lo_ = 0, blocks_hi_ = 0;
   int next_bucket_ = 0, buckets_used_ = 0, early_ = 0;
+  double exposed_ = 0;
   bool open_ = false;  // gradients accumulated on this rank since the last reduce
 };
 

@@ -65,7 +65,7 @@ struct TrainConfig {
   std::string distributed = "none";
   int dist_check_every = 100;  ///< with mpi: compare the parameters' hash across ranks every this many steps (0 = only at the end)
   bool dist_overlap = true;    ///< with mpi: reduce the blocks' gradients in buckets while the backward runs (same bits as after it)
-  double dist_bucket_mb = 1;   ///< with mpi and overlap: a bucket's least size (MB, 1e6 bytes)
+  double dist_bucket_mb = 0.25;  ///< with mpi and overlap: a bucket's least size (MB, 1e6 bytes; small buckets start sooner)
   // evaluation and output
   int eval_every = 200, eval_windows = 32, seq_eval_windows = 2, monitor_passes = 30;  ///< seq_eval_windows: 0 = off, -1 = all
   int checkpoint_every = 0;  ///< 0 = only at the end

@@ -171,6 +171,7 @@ struct StepReport {
   double lr = 0, grad_norm = 0, seconds = 0;
   double matrix_lr = 0;          ///< muon / normuon: the matrices' rate this step (0 with adamw)
   double optimizer_seconds = 0;  ///< of `seconds`, the optimizer update alone (after clipping)
+  double comm_seconds = 0;       ///< of `seconds`, data-parallel communication not hidden behind the backward (one rank: 0)
 };
 
 /// Losses by position within a document (evaluate.hpp PositionSums, as means; NaN where a position has no
@@ -342,7 +343,10 @@ template <class M> class Trainer {
         data->sample_batch(data_rng, B, Tn, tok_, tgt_, ds_);
         try {
           const Batch batch{B, Tn, tok_.data(), tgt_.data(), ds_.data()};
-          if (dist_) dist_->step(batch, o, st_, a == cfg.grad_accum - 1);  // this rank's rows; the last micro-batch sums the gradients over the ranks
+          if (dist_) {  // this rank's rows; the last micro-batch sums the gradients over the ranks
+            dist_->step(batch, o, st_, a == cfg.grad_accum - 1);
+            r.comm_seconds += dist_->exposed_seconds();
+          }
           else if (par_) par_->step(batch, o, st_);
           else multipass_step(model, ws_, batch, o, st_);
         } catch (const Error& e) {
@@ -543,11 +547,11 @@ template <class M> class Trainer {
                    gemm_bf16_impl(256, 256, 256).c_str());
     const auto t0 = std::chrono::steady_clock::now();
     const double tok0 = tokens;
-    double step_s = 0, opt_s = 0;  // this process's steps: their time, and the optimizer's part of it
+    double step_s = 0, opt_s = 0, comm_s = 0;  // this process's steps: their time, the optimizer's and the exposed communication's part
     long n_steps = 0;
     while (step < cfg.steps) {
       const StepReport r = train_step();
-      step_s += r.seconds, opt_s += r.optimizer_seconds, ++n_steps;
+      step_s += r.seconds, opt_s += r.optimizer_seconds, comm_s += r.comm_seconds, ++n_steps;
       if (progress_counter) progress_counter->store(step);
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double tps = (tokens - tok0) / std::max(el, 1e-9), eta = (cfg.steps - step) * double(cfg.batch_size) * cfg.seq_len * cfg.grad_accum / std::max(tps, 1e-9);
@@ -555,6 +559,7 @@ template <class M> class Trainer {
                        {"lr", r.lr}, {"grad_norm", r.grad_norm}, {"tok_s", double(cfg.batch_size) * cfg.seq_len * cfg.grad_accum / r.seconds},
                        {"optimizer_seconds", r.optimizer_seconds}};
       if (cfg.optimizer != "adamw") j["matrix_lr"] = r.matrix_lr;
+      if (dist_) j["comm_seconds"] = r.comm_seconds;
       if (r.K > 1) j["state_rms"] = last_state_rms_, j["gate_mean"] = last_gate_mean_, j["gate_std"] = last_gate_std_, j["feedback_ratio"] = last_ratio_;
       if (lead) log << j.dump() << "\n";
       if (out && cfg.progress) {
@@ -598,6 +603,10 @@ template <class M> class Trainer {
     if (out && n_steps > 0 && step_s > 0)
       std::fprintf(out, "  optimizer %s: %.1f%% of the step time (%.3g ms of %.3g ms per step)\n", cfg.optimizer.c_str(), 100.0 * opt_s / step_s,
                    1e3 * opt_s / double(n_steps), 1e3 * step_s / double(n_steps));
+    if (out && dist_ && n_steps > 0 && step_s > 0)
+      std::fprintf(out, "  communication not hidden by the backward: %.1f%% of the step time (%.3g ms per step; overlap %s, %d bucket(s))\n",
+                   100.0 * comm_s / step_s, 1e3 * comm_s / double(n_steps), cfg.dist_overlap && dist_->can_overlap() ? "on" : "off",
+                   dist_->buckets_used());
     if (out) std::fprintf(out, "  %.3gM training tokens, %.3gM token-equivalent compute (%.3fx), checkpoint in %s/checkpoint\n", tokens / 1e6,
                           compute_tokens / 1e6, compute_tokens / std::max(tokens, 1.0), cfg.out_dir.c_str());
   }
