@@ -37,6 +37,7 @@ struct StepOptions {
   /// Called in the last backward pass right after block l's backward (l = L-1 down to 0), when block l's
   /// gradients are final for this step: lets a caller reduce them while the backward goes on
   /// (dist/distributed_step.hpp). The other gradients (embedding, norms, fuser, head) are final on return.
+  /// On an asynchronous backend (CUDA) the call means block l's backward has been enqueued, not finished.
   GradReady grad_ready;
 };
 
