@@ -31,6 +31,11 @@ tokens, which soft decoding amplifies step by step), and the line says it was a 
     python3 scripts/interop_check.py --fbt build/tools/fbt --checkpoint-fbt RUN/checkpoint \\
                                      --checkpoint-baseline BASE/checkpoint
 
+Hugging Face directories both ways (issue 15, check_hf_dirs): transformers' save_pretrained directories
+(tied, untied and sharded, float32 and bfloat16) read by fbt with transformers' logits; fbt export --hf of
+the baseline and of the full-bandwidth model's plain part loaded by from_pretrained with no missing or
+unexpected keys and transformers' logits equal to fbt's pass 1; the full export read back by fbt.
+
 Exit status: 0 every check passed, 1 a check failed, 77 (ctest's skip code) torch is not installed.
 Without transformers the peer checks run and the HF part is reported as SKIP.
 """
@@ -482,6 +487,78 @@ def check_hf(rep: Report, a, fbt: str, ck: str, wd: str, ref, tok):
         compare_greedy(rep, f"hf generate vs fbt greedy, standard, {pname} prompt", want, toks, logits, tie)
 
 
+def hf_from_pretrained(Qwen3ForCausalLM, d):
+    import torch
+    try:
+        return Qwen3ForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager", output_loading_info=True)
+    except TypeError:  # transformers 4.x spells it torch_dtype
+        return Qwen3ForCausalLM.from_pretrained(d, torch_dtype=torch.float32, attn_implementation="eager", output_loading_info=True)
+
+
+def check_hf_dirs(rep: Report, a, fbt: str, ck_base: str, ck_fb: str, wd: str, probe: str):
+    """Hugging Face directories both ways (issue 15). In: transformers writes Qwen3ForCausalLM directories
+    with save_pretrained (random weights; tied and untied; one file, shards, bfloat16) and fbt's logits of
+    each (fbt logits --checkpoint DIR) must match transformers' own. Out: fbt export --hf of the baseline and
+    of the full-bandwidth model's plain part loads with from_pretrained with no missing or unexpected keys and
+    transformers' logits match fbt's (pass 1); the full export carries model.feedback.* (reported unused)
+    and fbt reads it back to the same logits of every pass, bit for bit."""
+    import torch
+    try:
+        import transformers
+        from transformers import Qwen3ForCausalLM
+    except ImportError as e:
+        print(f"SKIP: transformers not installed ({e}): the Hugging Face directory checks did not run")
+        rep.skipped += 1
+        return
+    transformers.logging.set_verbosity_error()
+    base_cfg = read_config(ck_base)
+    qc, _ = qwen3_config(base_cfg, transformers)
+    # -- in: transformers writes, fbt reads
+    for name, tied, shard, dtype in (("tied, one file", True, None, torch.float32), ("untied, shards", False, "60KB", torch.float32),
+                                     ("tied, bfloat16", True, None, torch.bfloat16)):
+        torch.manual_seed(1 + len(name))
+        c = qc.__class__(**{**qc.to_dict(), "tie_word_embeddings": tied})
+        m = Qwen3ForCausalLM(c).eval()
+        with torch.no_grad():  # weights of a trained model's scale, norms not all ones
+            for n_, p_ in m.named_parameters():
+                p_.copy_(torch.randn_like(p_) * (0.3 if "norm" in n_ else 0.05) + (1.0 if "norm" in n_ else 0.0))
+        m = m.to(dtype)
+        d = os.path.join(wd, "hf_in_" + name.replace(", ", "_").replace(" ", ""))
+        kw = {"max_shard_size": shard} if shard else {}
+        m.save_pretrained(d, safe_serialization=True, **kw)
+        files = sorted(os.listdir(d))
+        m = m.float()
+        got, tok = fbt_logits(fbt, d, probe, 1, os.path.join(wd, "fbt_logits_" + os.path.basename(d) + ".npy"))
+        with torch.no_grad():
+            ref = m(input_ids=tok[None]).logits[0]
+        check_logits(rep, a, f"hf -> fbt: save_pretrained ({name}) read by fbt, logits vs transformers'", got[0], ref,
+                     f"{len(files)} files: {', '.join(files)}")
+    # -- out: fbt writes, transformers reads
+    for name, ck, extra, passes in (("baseline", ck_base, [], 1), ("full-bandwidth model, --plain", ck_fb, ["--plain", "true"], 1)):
+        d = os.path.join(wd, "hf_out_" + ("base" if ck == ck_base else "plain"))
+        run([fbt, "export", "--checkpoint", ck, "--hf", d] + extra)
+        m, info = hf_from_pretrained(Qwen3ForCausalLM, d)
+        m.eval()
+        miss, unexp = sorted(info.get("missing_keys", [])), sorted(info.get("unexpected_keys", []))
+        rep.line(not miss and not unexp, f"fbt -> hf: export --hf ({name}) from_pretrained",
+                 f"missing keys {miss}, unexpected keys {unexp}")
+        ref, tok = fbt_logits(fbt, ck, probe, passes, os.path.join(wd, "fbt_logits_out_" + os.path.basename(d) + ".npy"))
+        with torch.no_grad():
+            got = m(input_ids=tok[None]).logits[0]
+        check_logits(rep, a, f"fbt -> hf: transformers' logits of the export ({name}) vs fbt pass 1", got, ref[0], f"{tok.numel()} tokens")
+    d = os.path.join(wd, "hf_out_full")
+    run([fbt, "export", "--checkpoint", ck_fb, "--hf", d])
+    m, info = hf_from_pretrained(Qwen3ForCausalLM, d)
+    unexp = sorted(info.get("unexpected_keys", []))
+    rep.line(not info.get("missing_keys") and all(k.startswith("model.feedback.") for k in unexp) and unexp != [],
+             "fbt -> hf: export --hf (full-bandwidth model) from_pretrained",
+             f"missing keys {sorted(info.get('missing_keys', []))}; unused {len(unexp)} model.feedback.* tensors")
+    a3, _ = fbt_logits(fbt, ck_fb, probe, 3, os.path.join(wd, "fbt_logits_fb3.npy"))
+    b3, _ = fbt_logits(fbt, d, probe, 3, os.path.join(wd, "fbt_logits_fb3_exported.npy"))
+    rep.line(bool(torch.equal(a3, b3)), "fbt -> hf -> fbt: the full export read back by fbt",
+             f"passes 1-3 logits {'identical' if torch.equal(a3, b3) else 'DIFFER'} to the checkpoint's")
+
+
 def hf_greedy(model, prompt_ids: list, n: int):
     """HF generate (greedy), one call per document: fbt's decoder restarts position and attention at a
     separator, a plain Qwen3 has no documents, so a separator ends one generate call (eos) and the next
@@ -577,6 +654,7 @@ def main(argv=None) -> int:
             rep.skip("hf", "--no-hf")
         else:
             check_hf(rep, a, fbt, ck_base, wd, ref, tok)
+            check_hf_dirs(rep, a, fbt, ck_base, ck_fb, wd, probe)
     except Exception as e:  # noqa: BLE001 - a crash is a failure with its reason
         import traceback
         traceback.print_exc()

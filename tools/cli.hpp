@@ -17,7 +17,7 @@
 
 #include "fbt/data/tokenizer.hpp"
 #include "fbt/detail/input.hpp"
-#include "fbt/io/checkpoint.hpp"
+#include "fbt/io/hf.hpp"
 #include "fbt/train/train_config.hpp"
 
 namespace fbt {
@@ -104,24 +104,24 @@ inline double real_option(const std::string& name, const std::string& v, double 
   return x;
 }
 
-/// A checkpoint directory's model file, or the path itself.
-inline std::string model_path(const std::string& p) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(p, ec)) return p + "/model.safetensors";
-  return p;
-}
-
-/// \brief The model config of checkpoint `ck` (a directory or a model.safetensors file), refused up front
-/// when its vocabulary is not the byte tokenizer's: every fbt command reads and writes text as bytes
-/// (257 tokens: 256 bytes + the document separator), so a 32-token model would fail later with a
-/// token-id message instead.
-inline ModelConfig checkpoint_config(const std::string& ck) {
-  const std::string p = model_path(ck);
+/// \brief The model config of checkpoint `ck` (an fbt checkpoint directory or model file, or a Hugging Face
+/// directory with a config.json: io/hf.hpp), refused up front when its vocabulary is not the byte
+/// tokenizer's: every fbt command reads and writes text as bytes (257 tokens: 256 bytes + the document
+/// separator), so a 32-token model would fail later with a token-id message instead.
+/// \brief As checkpoint_config, for commands that read token ids (any vocabulary).
+inline ModelConfig checkpoint_config_any_vocab(const std::string& ck) {
+  if (is_hf_model_dir(ck)) return read_hf_config(ck);
+  const std::string p = checkpoint_model_file(ck);
   detail::regular_file_size(p, std::numeric_limits<std::uint64_t>::max(), "checkpoint");  // a FIFO would block the read forever
-  const ModelConfig c = read_model_config(p);
+  return read_model_config(p);
+}
+inline ModelConfig checkpoint_config(const std::string& ck) {
+  const ModelConfig c = checkpoint_config_any_vocab(ck);
+  const std::string p = is_hf_model_dir(ck) ? ck : checkpoint_model_file(ck);
   if (c.vocab_size != ByteTokenizer::kVocabSize)
     throw Error("checkpoint '" + p + "': vocab_size is " + std::to_string(c.vocab_size) + ", but fbt reads text with its byte tokenizer, which needs " +
-                std::to_string(ByteTokenizer::kVocabSize) + " (256 bytes + the document separator)");
+                std::to_string(ByteTokenizer::kVocabSize) + " (256 bytes + the document separator)" +
+                (c.vocab_size != ByteTokenizer::kVocabSize ? std::string("; fbt sample takes --prompt_ids and --output ids for other vocabularies") : std::string()));
   return c;
 }
 

@@ -35,7 +35,6 @@ namespace {
 
 using cli::Args;
 using cli::int_option;
-using cli::model_path;
 using cli::no_leftovers;
 using cli::precision_option;
 using cli::real_option;
@@ -55,8 +54,21 @@ const char* kUsage =
     "  sample   generate text from a checkpoint in a decoding mode (standard, soft, fused(k))\n"
     "  demo     train a baseline and a full-bandwidth model on the same tokens and compare them\n"
     "  ablate   a grid of training runs (depth, schedule, fuser, detach, prefix, noise ...), resumable, with a summary CSV\n"
-    "  logits   per-pass logits of a checkpoint on a text, as .npy (for cross-checks with other implementations)\n\n"
+    "  logits   per-pass logits of a checkpoint on a text, as .npy (for cross-checks with other implementations)\n"
+    "  export   a checkpoint as a Hugging Face directory (Qwen3ForCausalLM: config.json + model.safetensors)\n\n"
     "fbt <command> --help lists the command's options.\n";
+
+/// s cut at every `sep` (an empty s is one empty piece).
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) out.push_back(cur), cur.clear();
+    else cur += c;
+  }
+  out.push_back(cur);
+  return out;
+}
 
 // ------------------------------------------------------------------------------------------ train
 // --distributed mpi: MPI is initialised for the run (the program is started by mpirun -np N); an error on
@@ -126,7 +138,8 @@ int cmd_train(Args a) {
     });
     return 0;
   }
-  TrainConfig c = make_train_config(config, a);  // the preset, the config file, the flags; a baseline made single-pass
+  // the preset, the checkpoint's stack (--init_from), the config file, the flags; a baseline made single-pass
+  TrainConfig c = make_train_config(config, a, [](const std::string& ck) { return cli::checkpoint_config_any_vocab(ck); });
   check_train_memory(c);  // before anything is allocated: a config far too large is refused with its estimate
   validate(c);
   resolve_data_path(c);   // the run's record names its corpus by absolute path (eval works from anywhere)
@@ -204,7 +217,7 @@ int cmd_eval(Args a) {
   if (K_opt > 1 && !mc.feedback()) throw Error("--passes " + std::to_string(K_opt) + ": the checkpoint is a baseline (fuser none), which has 1 pass");
   with_model<float>(mc, [&](auto tag) {
     using M = typename decltype(tag)::type;
-    M m = load_model<M>(model_path(ck));
+    M m = load_checkpoint<M>(ck);
     c.model = m.cfg;
     auto data = make_data_source(c);
     const int K = K_opt > 0 ? K_opt : (M::has_feedback ? 3 : 1);
@@ -262,16 +275,24 @@ int cmd_eval(Args a) {
 int cmd_sample(Args a) {
   if (wants_help(a)) {
     std::printf(
-        "fbt sample --checkpoint CKPT --prompt TEXT [--mode standard|soft|fused(k)] [--max_new_tokens N]\n"
-        "           [--temperature X] [--top_k N] [--top_p X] [--seed N] [--n N] [--precision fp32|bf16]\n\n"
-        "Generates with the KV-cache decoder (spec section 4). temperature 0 is greedy. --precision bf16 runs\n"
-        "the matrix products with bf16 operands and fp32 sums (default fp32). --n samples several\n"
-        "continuations together (batched), each with its own seed (seed, seed+1, ...).\n");
+        "fbt sample --checkpoint CKPT (--prompt TEXT | --prompt_ids ID,ID,...) [--output text|ids] [--sep_id N]\n"
+        "           [--mode standard|soft|fused(k)] [--max_new_tokens N] [--temperature X] [--top_k N] [--top_p X]\n"
+        "           [--seed N] [--n N] [--precision fp32|bf16]\n\n"
+        "Generates with the KV-cache decoder (spec section 4). CKPT is an fbt checkpoint (directory or\n"
+        "model.safetensors) or a Hugging Face directory (config.json + model.safetensors or shards).\n"
+        "--prompt is text for byte-level models (vocabulary 257); --prompt_ids gives token ids for a model\n"
+        "whose tokenizer is not bytes, and --output ids prints the new tokens as ids (comma-separated).\n"
+        "--sep_id: the document separator id (default 256 for a byte-level model, else -1 = none).\n"
+        "temperature 0 is greedy. --precision bf16 runs the matrix products with bf16 operands and fp32 sums\n"
+        "(default fp32). --n samples several continuations together (batched), each with its own seed\n"
+        "(seed, seed+1, ...).\n");
     return 0;
   }
-  const std::string ck = take(a, "checkpoint", ""), prompt = take(a, "prompt", "");
+  const std::string ck = take(a, "checkpoint", ""), prompt = take(a, "prompt", ""), prompt_ids = take(a, "prompt_ids", "");
+  const std::string output = take(a, "output", "text"), sep_opt = take(a, "sep_id", "");
   if (ck.empty()) throw Error("fbt sample: --checkpoint is required");
-  if (prompt.empty()) throw Error("fbt sample: --prompt is required (a non-empty text)");
+  if (prompt.empty() == prompt_ids.empty()) throw Error("fbt sample: give exactly one of --prompt TEXT and --prompt_ids ID,ID,... (non-empty)");
+  if (output != "text" && output != "ids") throw Error("--output " + detail::quote_value(output) + ": expected text or ids");
   GenerateOptions o;
   o.mode = DecodeModeSpec::parse(take(a, "mode", "soft"));
   const int imax = std::numeric_limits<int>::max();
@@ -284,11 +305,29 @@ int cmd_sample(Args a) {
   precision_option(take(a, "precision", "fp32"));
   no_leftovers(a, "sample");
   o.sampling.validate();
-  const ModelConfig mc = cli::checkpoint_config(ck);
+  // text in or out needs the byte vocabulary (cli::checkpoint_config refuses another); ids work with any
+  const bool bytes = !prompt.empty() || output == "text";
+  const ModelConfig mc = bytes ? cli::checkpoint_config(ck) : cli::checkpoint_config_any_vocab(ck);
+  const int sep = sep_opt.empty() ? (mc.vocab_size == ByteTokenizer::kVocabSize ? kSep : -1)
+                                  : int_option<int>("sep_id", sep_opt, -1, mc.vocab_size - 1, "the document separator id, -1 = none");
+  std::vector<int> prompt_tokens;
+  if (!prompt.empty()) {
+    prompt_tokens = ByteTokenizer::encode_document(prompt);
+  } else {
+    for (const auto& v : split(prompt_ids, ',')) {
+      const std::size_t i = prompt_tokens.size();
+      const long long id = int_option<long long>("prompt_ids", v, std::numeric_limits<long long>::min(), std::numeric_limits<long long>::max(), "token ids");
+      if (id < 0 || id >= mc.vocab_size)
+        throw Error("--prompt_ids: id " + std::to_string(id) + " at position " + std::to_string(i) + " is outside the model's vocabulary [0, " +
+                    std::to_string(mc.vocab_size) + ")");
+      prompt_tokens.push_back(int(id));
+    }
+  }
   // the prompt and the new tokens must fit the model's positions: said before the weights are loaded
-  const long long P = static_cast<long long>(prompt.size()) + 1, maxpos = mc.max_position_embeddings;  // + the document separator
+  const long long P = static_cast<long long>(prompt_tokens.size()), maxpos = mc.max_position_embeddings;
   if (P > maxpos)
-    throw Error("--prompt: " + std::to_string(P) + " tokens (its bytes and the document separator), more than the model's max_position_embeddings (" +
+    throw Error(std::string(prompt.empty() ? "--prompt_ids: " : "--prompt: ") + std::to_string(P) +
+                (prompt.empty() ? " tokens" : " tokens (its bytes and the document separator)") + ", more than the model's max_position_embeddings (" +
                 std::to_string(maxpos) + ")");
   if (P + o.max_new_tokens > maxpos)
     throw Error("--max_new_tokens " + std::to_string(o.max_new_tokens) + ": the prompt takes " + std::to_string(P) + " of the model's " +
@@ -296,22 +335,31 @@ int cmd_sample(Args a) {
   std::vector<std::vector<int>> outs;
   with_model<float>(mc, [&](auto tag) {
     using M = typename decltype(tag)::type;
-    M m = load_model<M>(model_path(ck));
+    M m = load_checkpoint<M>(ck);
     if (o.mode.mode != DecodeMode::Standard && !M::has_feedback) {
       std::fprintf(stderr, "note: %s is a baseline (fuser none); decoding in standard mode\n", ck.c_str());
       o.mode = DecodeModeSpec{};
     }
-    Decoder<M> dec(m, kSep);
+    Decoder<M> dec(m, sep);
     std::vector<Request> reqs;
     for (int i = 0; i < n; ++i) {
-      reqs.push_back({ByteTokenizer::encode_document(prompt), o});
+      reqs.push_back({prompt_tokens, o});
       reqs.back().opts.seed = o.seed + std::uint64_t(i);  // wraps at 2^64 by design: seeds are bit patterns
     }
     outs = generate_batch(dec, reqs);
   });
-  for (int i = 0; i < n; ++i)
-    std::printf("--- sample %d (%s, temperature %g, seed %llu)\n%s%s\n", i + 1, o.mode.name().c_str(), o.sampling.temperature,
-                (unsigned long long)(o.seed + std::uint64_t(i)), prompt.c_str(), ByteTokenizer::decode_visible(outs[i]).c_str());
+  for (int i = 0; i < n; ++i) {
+    std::printf("--- sample %d (%s, temperature %g, seed %llu)\n", i + 1, o.mode.name().c_str(), o.sampling.temperature,
+                (unsigned long long)(o.seed + std::uint64_t(i)));
+    if (output == "ids") {
+      std::string line;
+      for (int t : outs[i]) line += (line.empty() ? "" : ",") + std::to_string(t);
+      std::printf("%s\n", line.c_str());
+    } else {
+      const std::string head = prompt.empty() ? ByteTokenizer::decode_visible(prompt_tokens) : prompt;
+      std::printf("%s%s\n", head.c_str(), ByteTokenizer::decode_visible(outs[i]).c_str());
+    }
+  }
   return 0;
 }
 
@@ -552,17 +600,6 @@ int cmd_demo(Args a) {
 
 
 // ----------------------------------------------------------------------------------------- ablate
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == sep) out.push_back(cur), cur.clear();
-    else cur += c;
-  }
-  out.push_back(cur);
-  return out;
-}
-
 int cmd_ablate(Args a) {
   if (wants_help(a)) {
     std::printf(
@@ -640,6 +677,35 @@ int cmd_ablate(Args a) {
 }
 
 // ----------------------------------------------------------------------------------------- logits
+// ----------------------------------------------------------------------------------------- export
+int cmd_export(Args a) {
+  if (wants_help(a)) {
+    std::printf(
+        "fbt export --checkpoint CKPT --hf DIR [--plain true] [--dtype F32|BF16]\n\n"
+        "Writes the checkpoint as a Hugging Face directory that transformers' Qwen3ForCausalLM.from_pretrained\n"
+        "loads (docs/interop.md): config.json (the Qwen3 keys, and fbt_config) and model.safetensors. A baseline,\n"
+        "or with --plain true the plain part (pass 1) of a full-bandwidth model, loads with no missing or\n"
+        "unexpected keys; a full-bandwidth model without --plain also carries its model.feedback.* tensors (which\n"
+        "transformers leaves unused) and loads back into fbt as itself. CKPT may itself be a Hugging Face directory.\n");
+    return 0;
+  }
+  const std::string ck = take(a, "checkpoint", ""), dir = take(a, "hf", ""), dtype = take(a, "dtype", "F32");
+  const bool plain = detail::parse_bool("plain", take(a, "plain", "false"));
+  no_leftovers(a, "export");
+  if (ck.empty()) throw Error("fbt export: --checkpoint is required");
+  if (dir.empty()) throw Error("fbt export: --hf DIR (the directory to write) is required");
+  if (dtype != "F32" && dtype != "BF16") throw Error("--dtype " + detail::quote_value(dtype) + ": expected F32 or BF16");
+  const ModelConfig mc = cli::checkpoint_config_any_vocab(ck);
+  with_model<float>(mc, [&](auto tag) {
+    using M = typename decltype(tag)::type;
+    const M m = load_checkpoint<M>(ck);
+    save_hf_dir(dir, m, HfExportOptions{plain, dtype});
+    std::printf("wrote %s: %s%s, %s (config.json, model.safetensors)\n", dir.c_str(), M::has_feedback && !plain ? "full-bandwidth model, fuser " : "Qwen3ForCausalLM",
+                M::has_feedback && !plain ? m.cfg.fuser.c_str() : (M::has_feedback ? " (the plain part)" : ""), dtype.c_str());
+  });
+  return 0;
+}
+
 int cmd_logits(Args a) {
   if (wants_help(a)) {
     std::printf(
@@ -666,7 +732,7 @@ int cmd_logits(Args a) {
   if (K_opt > 1 && !mc.feedback()) throw Error("--passes " + std::to_string(K_opt) + ": the checkpoint is a baseline (fuser none), which has 1 pass");
   with_model<float>(mc, [&](auto tag) {
     using M = typename decltype(tag)::type;
-    M m = load_model<M>(model_path(ck));
+    M m = load_checkpoint<M>(ck);
     K = K_opt > 0 ? K_opt : (M::has_feedback ? 3 : 1);
     if (int(tok.size()) > m.cfg.max_position_embeddings) tok.resize(m.cfg.max_position_embeddings);
     Tn = int(tok.size()), V = m.V;
@@ -699,6 +765,7 @@ int main(int argc, char** argv) {
     if (cmd == "demo") return cmd_demo(a);
     if (cmd == "ablate") return cmd_ablate(a);
     if (cmd == "logits") return cmd_logits(a);
+    if (cmd == "export") return cmd_export(a);
     std::fprintf(stderr, "fbt: unknown command \"%s\"\n\n%s", cli::one_line(cmd).c_str(), kUsage);
     return 1;
   } catch (const std::exception& e) {

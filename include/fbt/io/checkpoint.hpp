@@ -115,6 +115,53 @@ inline ModelConfig ckpt_config(const SafetensorsFile& f, const char* fn) {
   return config_from_json(parse_json_strict(c->second, where), where);
 }
 
+}  // namespace detail
+
+/// \brief The tensors of a model checkpoint: one safetensors file (an fbt checkpoint), or the shards of a
+/// Hugging Face directory (io/hf.hpp). Every name is in exactly one file.
+struct CheckpointTensors {
+  struct Ref {
+    const SafetensorsFile* file;
+    const SafetensorsEntry* entry;
+  };
+  std::string path;                   ///< what messages about the whole set name (the file, or the directory)
+  std::vector<SafetensorsFile> files; ///< the files, in the order given
+  std::vector<Ref> all;               ///< every tensor, file by file, each file in data order
+  std::uint64_t data_bytes = 0;       ///< the files' data sections together
+
+  /// The set of `fs` (names must not repeat across files: refused naming both files); `path` for messages.
+  static CheckpointTensors of(std::vector<SafetensorsFile> fs, std::string path) {
+    CheckpointTensors t;
+    t.path = std::move(path), t.files = std::move(fs);
+    for (const auto& f : t.files) {
+      t.data_bytes += f.data.size();
+      for (const auto& e : f.tensors) {
+        const auto [it, fresh] = t.index_.emplace(e.name, t.all.size());
+        if (!fresh)
+          throw Error("fbt: '" + t.path + "': tensor \"" + detail::st_name(e.name) + "\" is in both '" + t.all[it->second].file->path + "' and '" +
+                      f.path + "'");
+        t.all.push_back(Ref{&f, &e});
+      }
+    }
+    return t;
+  }
+  CheckpointTensors() = default;
+  CheckpointTensors(CheckpointTensors&& o) noexcept = default;  // the Refs point into files' heap storage: a move keeps them valid
+  CheckpointTensors& operator=(CheckpointTensors&&) noexcept = default;
+  CheckpointTensors(const CheckpointTensors&) = delete;
+  CheckpointTensors& operator=(const CheckpointTensors&) = delete;
+  /// The tensor called `name`, or nullptr.
+  const Ref* find(const std::string& name) const {
+    auto it = index_.find(name);
+    return it == index_.end() ? nullptr : &all[it->second];
+  }
+
+ private:
+  std::unordered_map<std::string, std::size_t> index_;
+};
+
+namespace detail {
+
 /// The RoPE and other constant tables a model builds are not in the file: at most this many elements,
 /// or as many as the file's parameters, whichever is larger (docs/file-formats.md).
 constexpr std::size_t kCkptMinConstantBudget = std::size_t(1) << 22;
@@ -126,9 +173,9 @@ constexpr std::size_t kCkptMinConstantBudget = std::size_t(1) << 22;
 /// bytes per parameter (the narrowest dtype fbt loads: the error names the config's sizes); and no
 /// planned tensor may be missing.
 /// (check_constants false: the model exists already, load_model_into.)
-inline void ckpt_check_layout(const SafetensorsFile& f, const ParamLayout& plan, const ModelConfig& cfg, const char* fn,
+inline void ckpt_check_layout(const CheckpointTensors& ts, const ParamLayout& plan, const ModelConfig& cfg, const char* fn,
                               bool check_constants = true) {
-  auto fail = [&](const std::string& what) { ckpt_fail(fn, f.path, what); };
+  auto fail = [&](const std::string& what) { ckpt_fail(fn, ts.path, what); };
   if (check_constants && plan.constants > std::max(kCkptMinConstantBudget, plan.params))
     fail("the config's constant tables (RoPE: max_position_embeddings " + std::to_string(cfg.max_position_embeddings) + " x head_dim " +
          std::to_string(cfg.hs()) + ") take " + std::to_string(plan.constants) + " elements, more than the model's " +
@@ -143,77 +190,80 @@ inline void ckpt_check_layout(const SafetensorsFile& f, const ParamLayout& plan,
     if (it != by_name.end()) emb = it->second;
   }
   std::size_t matched = 0;
-  for (const auto& e : f.tensors) {
+  for (const auto& r : ts.all) {
+    const SafetensorsEntry& e = *r.entry;
+    auto tfail = [&](const std::string& what) { ckpt_fail(fn, r.file->path, what); };  // a tensor's error names its own file
     const std::string who = "tensor \"" + st_name(e.name) + "\": ";
     auto it = by_name.find(e.name);
     if (it == by_name.end()) {
       if (e.name == "lm_head.weight" && cfg.tie_word_embeddings && emb) {  // allowed only as a copy of the embedding (checked on load)
         if (e.shape != emb->shape)
-          fail("tensor \"lm_head.weight\": shape " + excerpt(st_shape_str(e.shape), 128) + " in a tied model, expected the embedding's " +
-               st_shape_str(emb->shape));
-        if (!ckpt_float_dtype(e.dtype)) fail(who + "dtype " + e.dtype + " is not one fbt loads (F32, F64, BF16, F16)");
+          tfail("tensor \"lm_head.weight\": shape " + excerpt(st_shape_str(e.shape), 128) + " in a tied model, expected the embedding's " +
+                st_shape_str(emb->shape));
+        if (!ckpt_float_dtype(e.dtype)) tfail(who + "dtype " + e.dtype + " is not one fbt loads (F32, F64, BF16, F16)");
         continue;
       }
-      fail(who + "unknown tensor (the model built from the config has no such parameter)");
+      tfail(who + "unknown tensor (the model built from the config has no such parameter)");
     }
     const ParamSpec& s = *it->second;
     if (e.shape != s.shape)
-      fail(who + "shape " + excerpt(st_shape_str(e.shape), 128) + " in the file, expected " + st_shape_str(s.shape) + " from the config");
-    if (!ckpt_float_dtype(e.dtype)) fail(who + "dtype " + e.dtype + " is not one fbt loads (F32, F64, BF16, F16)");
+      tfail(who + "shape " + excerpt(st_shape_str(e.shape), 128) + " in the file, expected " + st_shape_str(s.shape) + " from the config");
+    if (!ckpt_float_dtype(e.dtype)) tfail(who + "dtype " + e.dtype + " is not one fbt loads (F32, F64, BF16, F16)");
     ++matched;
   }
   const std::uint64_t need = 2 * std::uint64_t(plan.params);
-  if (f.data.size() < need)
+  if (ts.data_bytes < need)
     fail("the config (vocab_size " + std::to_string(cfg.vocab_size) + ", hidden_size " + std::to_string(cfg.hidden_size) +
          ", num_hidden_layers " + std::to_string(cfg.num_hidden_layers) + ", intermediate_size " + std::to_string(cfg.intermediate_size) +
          ") implies " + std::to_string(plan.params) + " parameters, at least " + std::to_string(need) +
-         " bytes of tensor data, but the file holds " + std::to_string(f.data.size()));
+         " bytes of tensor data, but the file" + (ts.files.size() > 1 ? "s hold " : " holds ") + std::to_string(ts.data_bytes));
   if (matched != plan.specs.size()) {
     std::vector<const ParamSpec*> missing;
     for (const auto& s : plan.specs)
-      if (!f.find(s.name)) missing.push_back(&s);
+      if (!ts.find(s.name)) missing.push_back(&s);
     if (!missing.empty())
       fail("missing tensor \"" + missing[0]->name + "\" (shape " + st_shape_str(missing[0]->shape) + " from the config)" +
            (missing.size() > 1 ? " (and " + std::to_string(missing.size() - 1) + " more)" : std::string()));
   }
 }
 
-/// Loads f's tensors into m.params after ckpt_check_layout accepted them. With `stage`, the values are
+/// Loads ts's tensors into m.params after ckpt_check_layout accepted them. With `stage`, the values are
 /// converted into a copy first and m is unchanged if anything is refused (load_model_into); without,
 /// they are converted straight into m (a model that load_model throws away on a refusal), and each
 /// tensor's pages of a mapped file are released once converted, so the load peaks near one copy.
-template <class M> void ckpt_load_params(const SafetensorsFile& f, M& m, const char* fn, bool stage) {
+template <class M> void ckpt_load_params(const CheckpointTensors& ts, M& m, const char* fn, bool stage) {
   using T = typename M::Scalar;
-  auto fail = [&](const std::string& what) { ckpt_fail(fn, f.path, what); };
   ParamStore<T>& ps = m.params;
   AlignedVector<T> staged;
   if (stage) staged.resize(ps.size());
   T* dst = stage ? staged.data() : ps.values();
-  const SafetensorsEntry* tied_head = nullptr;
-  for (const auto& e : f.tensors) {
-    if (!ps.has(e.name)) {
-      tied_head = &e;  // ckpt_check_layout allowed it: lm_head.weight of a tied model
+  const CheckpointTensors::Ref* tied_head = nullptr;
+  for (const auto& r : ts.all) {
+    if (!ps.has(r.entry->name)) {
+      tied_head = &r;  // ckpt_check_layout allowed it: lm_head.weight of a tied model
       continue;
     }
-    ckpt_read_tensor(f, e, dst + ps.spec(e.name).offset, fn);
-    if (!stage) f.release(e);
+    ckpt_read_tensor(*r.file, *r.entry, dst + ps.spec(r.entry->name).offset, fn);
+    if (!stage) r.file->release(*r.entry);
   }
   if (tied_head) {
     // A tied model has no lm_head: a file may carry one (HF writes it sometimes) only as an exact copy.
     const ParamSpec& es = ps.spec("model.embed_tokens.weight");
-    const SafetensorsEntry* emb = f.find(es.name);
+    const CheckpointTensors::Ref* emb = ts.find(es.name);
+    const SafetensorsEntry &h = *tied_head->entry, &ee = *emb->entry;
     const std::size_t chunk = 4096;  // compared in chunks: no copy of the whole matrix
     double a[chunk], b[chunk];
     for (std::size_t i0 = 0; i0 < es.size; i0 += chunk) {
       const std::size_t n = std::min(chunk, es.size - i0);
-      st_convert(tied_head->dtype, f.bytes(*tied_head) + i0 * safetensors_dtype_size(tied_head->dtype), n, a);
-      st_convert(emb->dtype, f.bytes(*emb) + i0 * safetensors_dtype_size(emb->dtype), n, b);
+      st_convert(h.dtype, tied_head->file->bytes(h) + i0 * safetensors_dtype_size(h.dtype), n, a);
+      st_convert(ee.dtype, emb->file->bytes(ee) + i0 * safetensors_dtype_size(ee.dtype), n, b);
       for (std::size_t i = 0; i < n; ++i)
         if (std::memcmp(&a[i], &b[i], sizeof(double)) != 0)
-          fail("tensor \"lm_head.weight\": the config ties the embeddings (tie_word_embeddings true) but lm_head.weight differs from "
-               "model.embed_tokens.weight at index " + ckpt_index_str(i0 + i, es.shape) + " (" + ckpt_num(a[i]) + " vs " + ckpt_num(b[i]) + ")");
+          ckpt_fail(fn, tied_head->file->path,
+                    "tensor \"lm_head.weight\": the config ties the embeddings (tie_word_embeddings true) but lm_head.weight differs from "
+                    "model.embed_tokens.weight at index " + ckpt_index_str(i0 + i, es.shape) + " (" + ckpt_num(a[i]) + " vs " + ckpt_num(b[i]) + ")");
     }
-    if (!stage) f.release(*tied_head), f.release(*emb);
+    if (!stage) tied_head->file->release(h), emb->file->release(ee);
   }
   if (stage) std::copy(staged.begin(), staged.end(), ps.values());
 }
@@ -259,9 +309,22 @@ template <class M> void load_model_into(const std::string& path, M& m) {
     for (auto it = a.begin(); it != a.end(); ++it)
       if (!b.contains(it.key()))
         detail::ckpt_fail(fn, path, "config field \"" + it.key() + "\" is " + detail::json_brief(it.value()) + " in the file but absent in the model");
-    detail::ckpt_check_layout(f, m.params.layout(), m.cfg, fn, /*check_constants=*/false);
-    detail::ckpt_load_params(f, m, fn, /*stage=*/true);
+    const auto ts = CheckpointTensors::of({f}, path);
+    detail::ckpt_check_layout(ts, m.params.layout(), m.cfg, fn, /*check_constants=*/false);
+    detail::ckpt_load_params(ts, m, fn, /*stage=*/true);
   });
+}
+
+/// \brief Builds the model of `cfg` and loads the tensors of `ts` into it: the checks and the load of
+/// load_model (below), for a tensor set from anywhere (one fbt file, or a Hugging Face directory's shards,
+/// io/hf.hpp); `fn` names the caller in messages.
+template <class M> M load_model_from(const CheckpointTensors& ts, const ModelConfig& cfg, const char* fn) {
+  if (cfg.fuser != M::Fuser::name)
+    detail::ckpt_fail(fn, ts.path, "the checkpoint's fuser is \"" + cfg.fuser + "\" but the model type's is \"" + M::Fuser::name + "\"");
+  detail::ckpt_check_layout(ts, M::plan(cfg), cfg, fn);  // before anything of the model's size exists
+  M m(cfg, 0);
+  detail::ckpt_load_params(ts, m, fn, /*stage=*/false);
+  return m;
 }
 
 /// \brief Builds a model from the config in a checkpoint's metadata and loads its tensors.
@@ -283,14 +346,10 @@ template <class M> void load_model_into(const std::string& path, M& m) {
 template <class M> M load_model(const std::string& path) {
   const char* fn = "load_model";
   return detail::ckpt_guard(fn, path, [&]() -> M {
-    const SafetensorsFile f = read_safetensors(path);
-    const ModelConfig cfg = detail::ckpt_config(f, fn);
-    if (cfg.fuser != M::Fuser::name)
-      detail::ckpt_fail(fn, path, "the file's fuser is \"" + cfg.fuser + "\" but the model type's is \"" + M::Fuser::name + "\"");
-    detail::ckpt_check_layout(f, M::plan(cfg), cfg, fn);  // before anything of the model's size exists
-    M m(cfg, 0);
-    detail::ckpt_load_params(f, m, fn, /*stage=*/false);
-    return m;
+    std::vector<SafetensorsFile> one;
+    one.push_back(read_safetensors(path));
+    const ModelConfig cfg = detail::ckpt_config(one[0], fn);
+    return load_model_from<M>(CheckpointTensors::of(std::move(one), path), cfg, fn);
   });
 }
 

@@ -13,8 +13,8 @@
 // "qwen3", no fuser or fuser "none"): it must carry HF's own keys (qwen3_required_keys()) and gets
 // fbt's meaning for those HF does not have (qwen3_defaults(), docs/file-formats.md). HF keys that fbt
 // does not use are accepted from a fixed allow-list (hf_ignored_keys()); the ones that would change
-// the computation (hidden_act, attention_bias, rope_scaling, use_sliding_window, layer_types) are
-// accepted only with the value fbt implements.
+// the computation (hidden_act, attention_bias, rope_scaling, use_sliding_window, layer_types, and newer
+// transformers' rope_parameters) are accepted only with the value fbt implements.
 #pragma once
 
 #include <algorithm>
@@ -207,10 +207,24 @@ inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& 
     else if (k == "gate_norm") get_str(k, v, c.gate_norm);
     else if (k == "in_norm_init") get_str(k, v, c.in_norm_init);
     else if (k == "block_norm") get_str(k, v, c.block_norm);
+    else if (k == "rope_parameters") {  // newer transformers: {"rope_type": "default", "rope_theta": x} replaces rope_theta / rope_scaling
+      if (v.is_null()) continue;
+      if (!v.is_object()) fail(k, "must be an object {\"rope_type\": \"default\", \"rope_theta\": ...}, got " + json_brief(v));
+      for (auto p = v.begin(); p != v.end(); ++p) {
+        if (p.key() == "rope_type") {
+          if (*p != "default") fail(k, "fbt implements only plain RoPE (rope_type \"default\"), got rope_type " + json_brief(*p));
+        } else if (p.key() == "rope_theta") {
+          get_real("rope_parameters.rope_theta", *p, c.rope_theta);
+        } else {
+          fail(k, "key \"" + excerpt(p.key(), 64) + "\": fbt implements only plain RoPE (rope_type and rope_theta), got " + json_brief(*p));
+        }
+      }
+    }
     else if (std::find(ignored.begin(), ignored.end(), k) != ignored.end()) {
       // Ignored, unless the value asks for something fbt does not implement.
       if (k == "hidden_act" && v != "silu") fail(k, "fbt implements only \"silu\" (SwiGLU), got " + json_brief(v));
       if (k == "attention_bias" && v != false) fail(k, "fbt has no attention biases, got " + json_brief(v));
+      if (k == "attention_dropout" && !(v.is_number() && v.get<double>() == 0.0)) fail(k, "fbt has no dropout (0), got " + json_brief(v));
       if (k == "rope_scaling" && !v.is_null()) fail(k, "fbt implements only plain RoPE (null), got " + json_brief(v));
       if (k == "use_sliding_window" && v != false) fail(k, "fbt has no sliding-window attention, got " + json_brief(v));
       if (k == "model_type" && v != "fbt" && v != "qwen3") fail(k, "expected \"fbt\" or \"qwen3\", got " + json_brief(v));
@@ -224,8 +238,10 @@ inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& 
     }
   }
   // Every key that changes the model must be there: an absent one would silently take a default.
+  const auto rp = j.find("rope_parameters");
+  const bool theta_in_rope_parameters = rp != j.end() && rp->is_object() && rp->contains("rope_theta");
   for (const auto& k : hf_qwen3 ? qwen3_required_keys() : model_config_required_keys())
-    if (!j.contains(k))
+    if (!j.contains(k) && !(k == "rope_theta" && theta_in_rope_parameters))
       fail(k, hf_qwen3 ? std::string("missing from a Hugging Face Qwen3 config (model_type \"qwen3\"); fbt needs every key that "
                                      "changes the model")
                        : std::string("missing (a model config must state every field that changes the model; see "

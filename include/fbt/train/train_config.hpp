@@ -60,6 +60,10 @@ struct TrainConfig {
   /// fp32 | bf16: the precision of the model's matrix products in the step and the evaluation (bf16
   /// operands, fp32 sums: ops/gemm_bf16.hpp); weights, optimizer state, norms, softmax and loss stay fp32
   std::string precision = "fp32";
+  /// a checkpoint (fbt, or a Hugging Face directory) whose weights the run starts from: every tensor of the
+  /// model it also has is loaded (the stack), the others (the feedback fuser and N_in) are initialised as
+  /// the config says; the optimizer starts fresh. The stack's sizes come from the checkpoint (init_from_stack).
+  std::string init_from;
   /// none | mpi: data parallelism over the ranks of `mpirun -np N` (dist/distributed_step.hpp); not recorded:
   /// a setting of the machine, like max_memory_gb (the same seed gives the same run whatever N is)
   std::string distributed = "none";
@@ -345,6 +349,8 @@ inline const std::vector<ConfigField>& train_config_fields() {
     I("ns_steps", "muon/normuon: Newton-Schulz iterations", FBT_T(ns_steps));
     I("seed", "seed of the init, the data and the schedule", FBT_T(seed));
     I("threads", "threads per training step (batch rows split across them)", FBT_T(threads));
+    S("init_from", "start from this checkpoint's weights (fbt checkpoint or Hugging Face directory): the stack is loaded and its sizes taken from it, "
+                   "the feedback tensors initialised, the optimizer fresh ('' = from scratch)", FBT_T(init_from));
     S("precision", "fp32 | bf16: the model's matrix products (bf16 operands, fp32 sums, through oneDNN; master weights, optimizer, norms and loss stay fp32)",
       FBT_T(precision));
     // evaluation and output
@@ -615,7 +621,25 @@ inline TrainConfig load_train_config_file(const std::string& path, TrainConfig b
 /// \brief A run's config from an optional config file and (field, value) flags, in the order a reader
 /// expects: the preset (the flags' if given, else the file's, else v1), then the file's fields, then the
 /// flags'. A baseline (fuser none) is then made single-pass (make_baseline_single_pass).
-template <class Range> TrainConfig make_train_config(const std::string& config_file, const Range& flags) {
+/// \brief The model fields a run started from a checkpoint takes from it (--init_from): the stack's sizes and
+/// its numerics (vocabulary, hidden size, layers, heads, head_dim, MLP width, per-layer lists, positions,
+/// RoPE theta, norm eps, tied head, QK-norm, block norms, document attention). The feedback fields stay
+/// the run's own.
+inline void init_from_stack(ModelConfig& m, const ModelConfig& from) {
+  m.vocab_size = from.vocab_size, m.hidden_size = from.hidden_size, m.num_hidden_layers = from.num_hidden_layers;
+  m.num_attention_heads = from.num_attention_heads, m.num_key_value_heads = from.num_key_value_heads, m.head_dim = from.head_dim;
+  m.intermediate_size = from.intermediate_size, m.layer_intermediate_size = from.layer_intermediate_size;
+  m.layer_num_attention_heads = from.layer_num_attention_heads, m.layer_num_key_value_heads = from.layer_num_key_value_heads;
+  m.max_position_embeddings = from.max_position_embeddings, m.rope_theta = from.rope_theta, m.rms_norm_eps = from.rms_norm_eps;
+  m.tie_word_embeddings = from.tie_word_embeddings, m.qk_norm = from.qk_norm, m.block_norm = from.block_norm;
+  m.doc_attention = from.doc_attention;
+}
+
+/// \brief A run's config (the other overload, below, without init_from); when the config names init_from, the stack fields of `read_config(init_from)` are set
+/// after the preset and before the file's and the flags' fields (so an explicit flag still wins, and the
+/// trainer then refuses a stack that does not match the checkpoint's tensors).
+template <class Range>
+TrainConfig make_train_config(const std::string& config_file, const Range& flags, const std::function<ModelConfig(const std::string&)>& read_config) {
   TrainConfig c;
   nlohmann::json file = nlohmann::json::object();
   if (!config_file.empty()) file = read_json_file(config_file, "config file");
@@ -629,11 +653,22 @@ template <class Range> TrainConfig make_train_config(const std::string& config_f
   }
   if (!preset.empty()) apply_preset(c, preset);
   if (file.is_object()) file.erase("preset");
+  std::string init_from;
+  if (file.is_object() && file.contains("init_from") && file["init_from"].is_string()) init_from = file["init_from"].get<std::string>();
+  for (const auto& kv : flags)
+    if (kv.first == "init_from") init_from = kv.second;
+  if (!init_from.empty() && read_config) init_from_stack(c.model, read_config(init_from));
   if (!config_file.empty()) apply_json(c, file, where);
   for (const auto& kv : flags)
     if (kv.first != "preset") set_config_field(c, kv.first, kv.second);
   make_baseline_single_pass(c);
   return c;
 }
+
+/// make_train_config without a checkpoint to start from (see above).
+template <class Range> TrainConfig make_train_config(const std::string& config_file, const Range& flags) {
+  return make_train_config(config_file, flags, std::function<ModelConfig(const std::string&)>());
+}
+
 
 }  // namespace fbt

@@ -28,6 +28,7 @@
 #include "../data/dataset.hpp"
 #include "../data/tasks.hpp"
 #include "../io/checkpoint.hpp"
+#include "../io/hf.hpp"
 #include "../model/parallel_step.hpp"
 #include "muon.hpp"
 #include "clip.hpp"
@@ -276,6 +277,11 @@ template <class M> class Trainer {
                  cfg.max_memory_gb > 0 ? std::max(cfg.max_memory_gb - double(model.params.size()) * 4 * sizeof(T) / 1e9, 1e-9) : 0,
                  "lower batch_size, seq_len, K_max or threads, or use detach or grad_passes");
     if (cfg.threads > 1) par_ = std::make_unique<ParallelStepper<M>>(model, cfg.threads);
+    if (!cfg.init_from.empty()) {  // the stack's weights from a checkpoint; the feedback tensors as initialised
+      const std::vector<std::string> fresh = init_from_checkpoint(model, cfg.init_from);
+      init_note_ = "initialised from " + cfg.init_from + ": " + std::to_string(model.params.specs().size() - fresh.size()) + " tensors loaded, " +
+                   std::to_string(fresh.size()) + " new (" + (fresh.empty() ? std::string("none") : "model.feedback.*") + "), optimizer fresh";
+    }
   }
   explicit Trainer(const TrainConfig& c) : Trainer(c, make_data_source(prepared(c))) {}
 
@@ -495,7 +501,10 @@ template <class M> class Trainer {
     if (c.steps < step)
       throw Error("fbt train --resume: steps " + std::to_string(c.steps) + " is below the checkpoint's step " + std::to_string(step) +
                   " in '" + dir + "' (a run cannot go back; give steps >= " + std::to_string(step) + ")");
-    auto t = std::make_unique<Trainer>(c);
+    TrainConfig built = c;
+    built.init_from.clear();  // the checkpoint holds the weights: its run's starting point is not read again
+    auto t = std::make_unique<Trainer>(built);
+    t->cfg.init_from = c.init_from;
     load_model_into(m_path, t->model);
     load_train_state(st_path, t->model.params);
     if (t->model.params.step != step)
@@ -537,6 +546,7 @@ template <class M> class Trainer {
     comm_->agree(setup_error.empty(), setup_error);
     if (out && comm_->size() > 1)
       std::fprintf(out, "fbt train: data-parallel over %d ranks (%s), %d thread(s) each; rank 0 logs\n", comm_->size(), comm_->name(), cfg.threads);
+    if (out && !init_note_.empty() && step == 0) std::fprintf(out, "fbt train: %s\n", init_note_.c_str());
     if (out)
       std::fprintf(out, "fbt train: %zu parameters, fuser %s, data %s\n  step workspace %.1f MB (K_max %d%s), %ld steps of %d x %d x %d tokens, mean passes %.3f\n",
                    model.params.size(), cfg.model.fuser.c_str(), data->describe().c_str(), step_bytes() / 1e6,
@@ -638,7 +648,8 @@ template <class M> class Trainer {
   std::unique_ptr<ParallelStepper<M>> par_;
   LocalComm local_comm_;
   Communicator* comm_ = &local_comm_;
-  std::unique_ptr<DistributedStepper<M>> dist_;  // with more than one rank (set_communicator)
+  std::unique_ptr<DistributedStepper<M>> dist_;
+  std::string init_note_;  // what init_from loaded (printed by run)  // with more than one rank (set_communicator)
   Workspace<M> ws_, eval_ws_;
   StepStats st_;
   PassPlan plan_;

@@ -1,0 +1,329 @@
+// fbt/io/hf.hpp: Hugging Face model directories as checkpoints (issue 15), and one entry point for every
+// kind of checkpoint.
+//
+// A Hugging Face directory (what `save_pretrained` writes) holds
+//   config.json                      the model config: a Qwen3ForCausalLM one (model_type "qwen3"), read by
+//                                    config_from_json (io/config_json.hpp), which maps every key that changes
+//                                    the forward and refuses by name what fbt does not implement (another
+//                                    model_type, rope scaling, sliding-window layers, attention biases, ...);
+//                                    an fbt config (model_type "fbt") is read the same way
+//   model.safetensors                the tensors, under the Qwen3 names fbt uses, in F32, BF16, F16 or F64
+// or, for a sharded model, instead of model.safetensors:
+//   model.safetensors.index.json     {"metadata": {...}, "weight_map": {tensor name: shard file name}}
+//   model-00001-of-0000N.safetensors ... the shards, each holding the tensors the index maps to it
+// Tied heads: tie_word_embeddings true, and lm_head.weight absent (or an exact copy of the embedding);
+// untied: lm_head.weight present. The tensors go through the same checks as an fbt checkpoint's
+// (io/checkpoint.hpp: the layout the config implies, before anything of the model's size is allocated;
+// dtypes, shapes, unknown and missing tensors, non-finite values), each error naming its shard. The
+// index is checked first: a regular file of bounded size, shard names that are plain file names in the
+// directory (never a path), at most kHfMaxShards shards, every tensor in the shard the index names.
+//
+// read_checkpoint_config / load_checkpoint take any checkpoint: an fbt model file, an fbt checkpoint
+// directory (its model.safetensors, whose metadata carries the config), or a directory with a config.json.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../ops/gemm_bf16.hpp"
+#include "checkpoint.hpp"
+
+namespace fbt {
+
+/// The largest model.safetensors.index.json read (bytes), and the most shards it may name.
+constexpr std::uint64_t kHfIndexMaxBytes = std::uint64_t(64) << 20;
+constexpr std::size_t kHfMaxShards = 4096;
+
+/// \brief Whether `path` is a model directory in the Hugging Face layout: a directory with a config.json.
+/// (An fbt checkpoint directory has none: its config is in model.safetensors' metadata.)
+inline bool is_hf_model_dir(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec) && std::filesystem::exists(std::filesystem::path(path) / "config.json", ec);
+}
+
+/// \brief The model config of a Hugging Face directory: its config.json through config_from_json. A Qwen3
+/// config must name the architecture fbt implements (architectures ["Qwen3ForCausalLM"] when present).
+inline ModelConfig read_hf_config(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "config.json").string();
+  const std::string text = detail::read_file_bytes(path, "read_hf_config", kConfigMaxFileBytes);
+  const nlohmann::json j = detail::parse_json_strict(text, "'" + path + "'");
+  if (j.is_object()) {
+    const auto mt = j.find("model_type"), ar = j.find("architectures");
+    if (mt != j.end() && *mt == "qwen3" && ar != j.end()) {
+      if (!ar->is_array()) throw Error("'" + path + "': model config field \"architectures\": must be an array, got " + detail::json_brief(*ar));
+      for (const auto& a : *ar)
+        if (a != "Qwen3ForCausalLM")
+          throw Error("'" + path + "': model config field \"architectures\": " + detail::json_brief(a) +
+                      " is not an architecture fbt loads (it implements Qwen3ForCausalLM, a causal language model)");
+    }
+  }
+  // a directory fbt exported (save_hf_dir) carries its own config beside the Qwen3 keys: that one is the model
+  const auto fc = j.is_object() ? j.find("fbt_config") : j.end();
+  if (fc != j.end()) {
+    const ModelConfig c = config_from_json(*fc, "'" + path + "': fbt_config");
+    const nlohmann::json mine = to_json(c);
+    for (const auto& k : qwen3_required_keys()) {  // the Qwen3 keys transformers reads must say the same
+      const auto top = j.find(k);
+      if (top != j.end() && *top != mine[k] && !(top->is_number() && mine[k].is_number() && top->get<double>() == mine[k].get<double>()))
+        throw Error("'" + path + "': model config field \"" + k + "\" is " + detail::json_brief(*top) + " but fbt_config says " +
+                    detail::json_brief(mine[k]) + " (edit both, or neither)");
+    }
+    return c;
+  }
+  return config_from_json(j, "'" + path + "'");
+}
+
+namespace detail {
+
+/// The shard files of an index (model.safetensors.index.json): its weight_map, checked.
+inline std::map<std::string, std::string> hf_weight_map(const std::string& index_path) {
+  auto fail = [&](const std::string& what) { throw Error("fbt: '" + index_path + "': " + what); };
+  const std::string text = read_file_bytes(index_path, "load_checkpoint", kHfIndexMaxBytes);
+  const nlohmann::json j = parse_json_strict(text, "'" + index_path + "'");
+  if (!j.is_object()) fail("must hold one JSON object, got " + std::string(j.type_name()));
+  const auto wm = j.find("weight_map");
+  if (wm == j.end()) fail("has no \"weight_map\" (a sharded checkpoint's index maps each tensor to its shard file)");
+  if (!wm->is_object()) fail("\"weight_map\" must be an object {tensor name: shard file}, got " + std::string(wm->type_name()));
+  std::map<std::string, std::string> out;
+  std::set<std::string> shards;
+  for (auto it = wm->begin(); it != wm->end(); ++it) {
+    const std::string who = "\"weight_map\" entry \"" + excerpt(it.key(), 128) + "\": ";
+    if (!it->is_string()) fail(who + "the shard must be a file name string, got " + json_brief(*it));
+    const std::string f = it->get<std::string>();
+    if (f.empty() || f == "." || f == ".." || f.find('/') != std::string::npos || f.find('\\') != std::string::npos ||
+        f.find('\0') != std::string::npos)
+      fail(who + "shard \"" + excerpt(f, 128) + "\" is not a plain file name in the checkpoint's directory");
+    shards.insert(f);
+    if (shards.size() > kHfMaxShards) fail("names more than " + std::to_string(kHfMaxShards) + " shard files");
+    out[it.key()] = f;
+  }
+  if (out.empty()) fail("\"weight_map\" is empty");
+  return out;
+}
+
+}  // namespace detail
+
+/// \brief The tensors of a Hugging Face directory: model.safetensors, or the shards its
+/// model.safetensors.index.json names (every shard read and checked by read_safetensors; each tensor must
+/// be in the shard the index names, and each indexed tensor in its shard). Errors name the file.
+inline CheckpointTensors read_hf_tensors(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const fs::path d(dir), single = d / "model.safetensors", index = d / "model.safetensors.index.json";
+  std::error_code ec;
+  std::vector<SafetensorsFile> files;
+  if (fs::exists(single, ec)) {
+    files.push_back(read_safetensors(single.string()));
+    return CheckpointTensors::of(std::move(files), single.string());
+  }
+  if (!fs::exists(index, ec))
+    throw Error("fbt: '" + dir + "': a model directory with a config.json needs model.safetensors or model.safetensors.index.json (and its shards)");
+  const std::map<std::string, std::string> wm = detail::hf_weight_map(index.string());
+  std::vector<std::string> order;  // shards in name order (HF's model-0000i-of-0000N)
+  for (const auto& kv : wm)
+    if (std::find(order.begin(), order.end(), kv.second) == order.end()) order.push_back(kv.second);
+  std::sort(order.begin(), order.end());
+  for (const auto& f : order) files.push_back(read_safetensors((d / f).string()));
+  for (const auto& sf : files) {
+    const std::string name = fs::path(sf.path).filename().string();
+    for (const auto& e : sf.tensors) {
+      auto it = wm.find(e.name);
+      if (it == wm.end())
+        throw Error("fbt: '" + sf.path + "': tensor \"" + detail::st_name(e.name) + "\" is not in the index '" + index.string() + "'");
+      if (it->second != name)
+        throw Error("fbt: '" + sf.path + "': tensor \"" + detail::st_name(e.name) + "\" is here, but the index '" + index.string() +
+                    "' puts it in '" + detail::excerpt(it->second, 128) + "'");
+    }
+  }
+  CheckpointTensors ts = CheckpointTensors::of(std::move(files), dir);
+  for (const auto& kv : wm)
+    if (!ts.find(kv.first))
+      throw Error("fbt: '" + (d / kv.second).string() + "': the index '" + index.string() + "' puts tensor \"" + detail::st_name(kv.first) +
+                  "\" in this shard, which does not hold it");
+  return ts;
+}
+
+/// \brief Builds the model a Hugging Face directory describes and loads its tensors (converted to M's
+/// scalar): config.json (read_hf_config), model.safetensors or the shards (read_hf_tensors), checked as
+/// load_model checks an fbt checkpoint. The config's fuser must be M's (fbt::with_model picks the type).
+template <class M> M load_hf_model(const std::string& dir) {
+  const char* fn = "load_hf_model";
+  return detail::ckpt_guard(fn, dir, [&]() -> M {
+    const ModelConfig cfg = read_hf_config(dir);
+    return load_model_from<M>(read_hf_tensors(dir), cfg, fn);
+  });
+}
+
+/// How save_hf_dir writes a model.
+struct HfExportOptions {
+  bool plain = false;         ///< a full-bandwidth model: only its plain part (pass 1) as a Qwen3ForCausalLM
+  std::string dtype = "F32";  ///< F32 | BF16 (rounded to nearest even)
+};
+
+/// \brief Writes `m` as a Hugging Face directory that transformers' Qwen3ForCausalLM.from_pretrained loads:
+///   config.json        the Qwen3 keys (model_type "qwen3", architectures ["Qwen3ForCausalLM"], sizes,
+///                      rope_theta, rms_norm_eps, tie_word_embeddings, ...) and "fbt_config", fbt's own
+///                      config of what was written (read back by read_hf_config; transformers keeps it as
+///                      an unused attribute)
+///   model.safetensors  the tensors under their Qwen3 names (lm_head.weight only when untied), in o.dtype.
+/// A baseline, or with o.plain the plain part of a full-bandwidth model, is exactly a Qwen3ForCausalLM:
+/// no missing or unexpected keys. When that plain pass reads N_in(e) rather than e (input_norm "all"), N_in
+/// is folded into the written embedding (row v := N_in(E[v]), exactly the vectors fbt feeds the stack) and
+/// the head, if tied, is written untied as the original E, so that the directory computes fbt's pass 1.
+/// A full-bandwidth model without o.plain is the same plus its model.feedback.* tensors (transformers
+/// reports them as unused) and its full fbt_config, so fbt loads it back as itself.
+/// Refuses (naming the knob) a stack a Qwen3ForCausalLM cannot hold: qk_norm false, block_norm sandwich,
+/// per-layer sizes. Each file is written atomically (tmp + rename).
+template <class M> void save_hf_dir(const std::string& dir, const M& m, const HfExportOptions& o = {}) {
+  using T = typename M::Scalar;
+  const ModelConfig& c = m.cfg;
+  auto refuse = [&](const std::string& why) { throw Error("fbt::save_hf_dir: '" + dir + "': " + why); };
+  if (!c.qk_norm) refuse("qk_norm false: a Qwen3ForCausalLM always normalises q and k");
+  if (c.block_norm != "pre") refuse("block_norm \"" + c.block_norm + "\": a Qwen3ForCausalLM has no norms after its attention and MLP");
+  if (!c.uniform()) refuse("per-layer sizes (layer_*): a Qwen3ForCausalLM's layers are all alike");
+  if (o.dtype != "F32" && o.dtype != "BF16") refuse("dtype \"" + detail::excerpt(o.dtype) + "\": expected F32 or BF16");
+  const bool plain = o.plain || !M::has_feedback;
+  const bool fold = plain && m.norm_plain_pass();  // pass 1 reads N_in(e)
+  // the config of what is written
+  ModelConfig out = c;
+  if (plain && M::has_feedback) {
+    ModelConfig q = qwen3_defaults();  // the plain stack's fields, the feedback knobs at their defaults
+    q.vocab_size = c.vocab_size, q.hidden_size = c.hidden_size, q.num_hidden_layers = c.num_hidden_layers;
+    q.num_attention_heads = c.num_attention_heads, q.num_key_value_heads = c.num_key_value_heads, q.head_dim = c.head_dim;
+    q.intermediate_size = c.intermediate_size, q.max_position_embeddings = c.max_position_embeddings, q.rope_theta = c.rope_theta;
+    q.rms_norm_eps = c.rms_norm_eps, q.tie_word_embeddings = c.tie_word_embeddings, q.qk_norm = c.qk_norm;
+    q.initializer_range = c.initializer_range, q.z_loss = c.z_loss, q.doc_attention = c.doc_attention;
+    out = q;
+  }
+  if (fold) out.tie_word_embeddings = false;
+  nlohmann::json j;
+  j["architectures"] = nlohmann::json::array({"Qwen3ForCausalLM"});
+  j["model_type"] = "qwen3";
+  j["attention_bias"] = false, j["attention_dropout"] = 0.0, j["hidden_act"] = "silu";
+  j["vocab_size"] = out.vocab_size, j["hidden_size"] = out.hidden_size, j["num_hidden_layers"] = out.num_hidden_layers;
+  j["num_attention_heads"] = out.num_attention_heads, j["num_key_value_heads"] = out.num_key_value_heads, j["head_dim"] = out.hs();
+  j["intermediate_size"] = out.intermediate_size, j["max_position_embeddings"] = out.max_position_embeddings;
+  j["rope_theta"] = out.rope_theta, j["rope_scaling"] = nullptr, j["rms_norm_eps"] = out.rms_norm_eps;
+  j["tie_word_embeddings"] = out.tie_word_embeddings, j["initializer_range"] = out.initializer_range;
+  j["use_sliding_window"] = false, j["use_cache"] = true, j["torch_dtype"] = o.dtype == "F32" ? "float32" : "bfloat16";
+  j["fbt_config"] = to_json(out);
+  // the tensors, converted to the file's dtype
+  std::vector<std::vector<std::uint8_t>> bytes;
+  std::vector<TensorRef> refs;
+  auto add = [&](const std::string& name, const Shape& shape, const T* v, std::size_t n) {
+    std::vector<std::uint8_t> b(n * (o.dtype == "F32" ? 4 : 2));
+    for (std::size_t i = 0; i < n; ++i) {
+      const float x = float(v[i]);
+      if (o.dtype == "F32") std::memcpy(b.data() + 4 * i, &x, 4);
+      else {
+        const std::uint16_t h = float_to_bf16(x);
+        std::memcpy(b.data() + 2 * i, &h, 2);
+      }
+    }
+    bytes.push_back(std::move(b));
+    refs.push_back({name, o.dtype, shape, nullptr});
+  };
+  std::vector<T> folded;
+  for (const auto& sp : m.params.specs()) {
+    if (plain && sp.name.rfind("model.feedback.", 0) == 0) continue;
+    const T* v = m.params.values() + sp.offset;
+    if (fold && sp.name == "model.embed_tokens.weight") {
+      if constexpr (M::has_feedback) {
+        folded.resize(sp.size);
+        std::vector<T> rstd(std::size_t(m.V));
+        CpuBackend<T> be;
+        m.plain_rows(be, m.weights(), m.V, v, folded.data(), rstd.data());  // row v: what pass 1 feeds the stack for token v
+      }
+      add(sp.name, sp.shape, folded.data(), sp.size);
+      if (c.tie_word_embeddings) add("lm_head.weight", sp.shape, v, sp.size);  // the head keeps the original E
+      continue;
+    }
+    add(sp.name, sp.shape, v, sp.size);
+  }
+  for (std::size_t i = 0; i < refs.size(); ++i) refs[i].data = bytes[i].data();
+  std::filesystem::create_directories(dir);
+  save_safetensors((std::filesystem::path(dir) / "model.safetensors").string(), refs, {{"format", "pt"}});
+  detail::AtomicFile f((std::filesystem::path(dir) / "config.json").string(), "save_hf_dir");
+  f.write(j.dump(2) + "\n");
+  f.commit();
+}
+
+/// The model file of an fbt checkpoint: `path` itself, or `path`/model.safetensors for a directory.
+inline std::string checkpoint_model_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return (std::filesystem::path(path) / "model.safetensors").string();
+  return path;
+}
+
+/// \brief The model config of any checkpoint: a Hugging Face directory (config.json), an fbt checkpoint
+/// directory or an fbt model file (the config in its metadata).
+inline ModelConfig read_checkpoint_config(const std::string& path) {
+  if (is_hf_model_dir(path)) return read_hf_config(path);
+  return read_model_config(checkpoint_model_file(path));
+}
+
+/// \brief The tensors of any checkpoint (see read_checkpoint_config).
+inline CheckpointTensors read_checkpoint_tensors(const std::string& path) {
+  if (is_hf_model_dir(path)) return read_hf_tensors(path);
+  const std::string f = checkpoint_model_file(path);
+  std::vector<SafetensorsFile> one;
+  one.push_back(read_safetensors(f));
+  return CheckpointTensors::of(std::move(one), f);
+}
+
+/// \brief Loads into `m` every tensor of checkpoint `path` (any kind) that m also has, converted to m's
+/// scalar (the start of a run from another model's weights: fbt train --init_from). Returns the names of
+/// m's tensors that the checkpoint lacks, which keep their values: only the feedback tensors
+/// (model.feedback.*) may be such. Refuses, naming the file and the tensor, before m is changed: a shape
+/// that differs; a tensor of m outside model.feedback.* that the checkpoint lacks; a checkpoint tensor m
+/// has no use for, except the checkpoint's own feedback tensors (a full-bandwidth checkpoint started as a
+/// baseline, or with another fuser) and a tied model's copy of the embedding as lm_head.weight; a dtype
+/// fbt does not load, a non-finite value.
+template <class M> std::vector<std::string> init_from_checkpoint(M& m, const std::string& path) {
+  using T = typename M::Scalar;
+  const char* fn = "init_from_checkpoint";
+  return detail::ckpt_guard(fn, path, [&] {
+    const CheckpointTensors ts = read_checkpoint_tensors(path);
+    ParamStore<T>& ps = m.params;
+    const bool tied = m.cfg.tie_word_embeddings;
+    for (const auto& r : ts.all) {
+      const SafetensorsEntry& e = *r.entry;
+      const std::string who = "tensor \"" + detail::st_name(e.name) + "\": ";
+      if (!ps.has(e.name)) {
+        if (e.name.rfind("model.feedback.", 0) == 0 || (e.name == "lm_head.weight" && tied)) continue;
+        detail::ckpt_fail(fn, r.file->path, who + "the model has no such tensor (its stack differs from the checkpoint's: " +
+                                                "the run's model fields must describe the checkpoint's stack)");
+      }
+      const ParamSpec& sp = ps.spec(e.name);
+      if (e.shape != sp.shape)
+        detail::ckpt_fail(fn, r.file->path, who + "shape " + detail::st_shape_str(e.shape) + " in the checkpoint, but the run's model has " +
+                                                detail::st_shape_str(sp.shape) + " (the run's model fields must describe the checkpoint's stack)");
+      if (!detail::ckpt_float_dtype(e.dtype)) detail::ckpt_fail(fn, r.file->path, who + "dtype " + e.dtype + " is not one fbt loads (F32, F64, BF16, F16)");
+    }
+    std::vector<std::string> fresh;
+    for (const auto& sp : ps.specs())
+      if (!ts.find(sp.name)) {
+        if (sp.name.rfind("model.feedback.", 0) != 0)
+          detail::ckpt_fail(fn, ts.path, "missing tensor \"" + sp.name + "\" (shape " + detail::st_shape_str(sp.shape) + "), which the run's model needs");
+        fresh.push_back(sp.name);
+      }
+    AlignedVector<T> staged(ps.values(), ps.values() + ps.size());  // m is unchanged until every tensor converted
+    for (const auto& r : ts.all)
+      if (ps.has(r.entry->name)) detail::ckpt_read_tensor(*r.file, *r.entry, staged.data() + ps.spec(r.entry->name).offset, fn);
+    std::copy(staged.begin(), staged.end(), ps.values());
+    return fresh;
+  });
+}
+
+/// \brief Loads any checkpoint (see read_checkpoint_config) as a model of type M.
+template <class M> M load_checkpoint(const std::string& path) {
+  if (is_hf_model_dir(path)) return load_hf_model<M>(path);
+  return load_model<M>(checkpoint_model_file(path));
+}
+
+}  // namespace fbt
