@@ -527,7 +527,10 @@ def check_hf_dirs(rep: Report, a, fbt: str, ck_base: str, ck_fb: str, wd: str, p
         kw = {"max_shard_size": shard} if shard else {}
         m.save_pretrained(d, safe_serialization=True, **kw)
         files = sorted(os.listdir(d))
-        m = m.float()
+        # the reference: transformers' own reading of the directory in float32 (m.to(bfloat16) also rounded
+        # the RoPE frequencies, a buffer that from_pretrained computes afresh)
+        m, _ = hf_from_pretrained(Qwen3ForCausalLM, d)
+        m.eval()
         got, tok = fbt_logits(fbt, d, probe, 1, os.path.join(wd, "fbt_logits_" + os.path.basename(d) + ".npy"))
         with torch.no_grad():
             ref = m(input_ids=tok[None]).logits[0]
