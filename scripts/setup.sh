@@ -12,6 +12,7 @@ packages=(
   libgtest-dev                       # unit tests (googletest 1.12)
   libbenchmark-dev                   # benchmarks (google benchmark 1.7)
   libdnnl-dev                        # optional: bf16 matrix products, --precision bf16 (oneDNN 2.6)
+  ocl-icd-opencl-dev                 # Debian's oneDNN CMake config requires OpenCL (only a Recommends of libdnnl-dev)
   libopenmpi-dev openmpi-bin         # optional: data-parallel training over MPI (tests/mpi under mpirun)
   python3-matplotlib                 # figures of experiments (scripts/plots.py) and their test
 )
