@@ -5,7 +5,8 @@
 // order of the float sums, bounded per element by (K + 2) * 2^-23 * sum_k |a_k b_k|) for every
 // transpose, accumulate, strided outputs and edge shapes; that it is not the float product (the
 // rounding shows); the CPU backend's dispatch under ScopedMatmulPrecision and its restoration; two
-// threads running products at once. Without oneDNN: bf16 is refused with a message saying what to install.
+// threads running products at once; the fallback of CPUs without oneDNN's bf16 kernel equals the definition
+// bit for bit. Without oneDNN: bf16 is refused with a message saying what to install.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -108,6 +109,26 @@ TEST(Bf16, ProductMatchesItsDefinition) {
           for (long j = s.N; j < ldc; ++j) ASSERT_EQ(C(i, j), C0(i, j)) << "wrote outside the (M, N) block";
         }
       }
+}
+
+TEST(Bf16, FallbackIsTheDefinitionBitForBit) {
+  if (!bf16_available()) GTEST_SKIP() << bf16_unavailable_reason();
+  // the path of CPUs where oneDNN has no bf16 matmul (AVX2 only), forced here on every CPU
+  ScopedBf16Fallback fb;
+  EXPECT_NE(gemm_bf16_impl(8, 8, 8).find("fallback"), std::string::npos) << gemm_bf16_impl(8, 8, 8);
+  for (int t = 0; t < 4; ++t)
+    for (bool acc : {false, true}) {
+      const bool tA = t & 1, tB = t & 2;
+      const long M = 33, N = 17, K = 70, lda = 75, ldb = 20, ldc = N + 3;
+      // operands are blocks of wider buffers too (row strides lda, ldb)
+      RowMat<float> abuf = randm(tA ? K : M, lda, 40 + t), bbuf = randm(tB ? N : K, ldb + 60, 50 + t);
+      const auto a = csmat(abuf.data(), tA ? K : M, tA ? M : K, lda);
+      const auto b = csmat(bbuf.data(), tB ? N : K, tB ? K : N, ldb + 60);
+      RowMat<float> C = randm(M, ldc, 60), R = C;
+      gemm_bf16(smat(C.data(), M, N, ldc), a, tA, b, tB, acc);
+      gemm_bf16_reference(smat(R.data(), M, N, ldc), a, tA, b, tB, acc);
+      EXPECT_EQ(C, R) << "tA " << tA << " tB " << tB << " acc " << acc;
+    }
 }
 
 TEST(Bf16, RoundingShowsAgainstTheFloatProduct) {

@@ -39,7 +39,7 @@ template <class U> class HostBuffer {
   std::size_t size() const { return v_.size(); }
 
  private:
-  std::vector<U, Eigen::aligned_allocator<U>> v_;
+  AlignedVector<U> v_;
 };
 
 template <class T> struct CpuBackend {

@@ -13,7 +13,11 @@
 //
 // The products run through oneDNN (Intel's deep-learning primitives, Debian's libdnnl-dev): its matmul
 // dispatches at run time to AMX (Sapphire Rapids and later), AVX512-BF16 (Cooper Lake, Zen 4/5) or an
-// AVX-512 / AVX2 fallback that converts to float. fbt is compiled with it when CMake finds it
+// AVX-512 kernel that converts to float. oneDNN 2.6 (Debian 12's) has no bf16 matmul for a CPU without
+// AVX-512 (an AVX2-only Zen 2 or Zen 3, say): there fbt rounds the operands itself and runs Eigen's float
+// product (gemm_bf16_fallback: the definition below, with per-thread buffers), so bf16 runs give the same
+// numbers on every CPU, up to the order of the float sums, and gemm_bf16_impl() names which path runs.
+// fbt is compiled with oneDNN when CMake finds it
 // (FBT_HAVE_DNNL); without it the float path is unchanged and asking for bf16 is refused with a message
 // (bf16_available()). `gemm_bf16_reference` (rounded operands, Eigen's float product) is the
 // definition the oneDNN path is tested against: a product of two bf16 numbers is exact in float, so the
@@ -117,6 +121,43 @@ inline void gemm_bf16_reference(RowMapS<float> C, CRowMapS<float> A, bool transA
   gemm(C, csmat(a.data(), a.rows(), a.cols()), transA, csmat(b.data(), b.rows(), b.cols()), transB, accumulate);
 }
 
+namespace detail {
+/// Tests set this to run the fallback on a CPU where oneDNN has its own bf16 kernel.
+inline std::atomic<bool>& bf16_force_fallback() {
+  static std::atomic<bool> f{false};
+  return f;
+}
+/// Rounds the (rows, cols) block at src (row stride ld) to bf16 values kept as floats, contiguous at dst.
+inline void round_block_bf16(float* dst, const float* src, long rows, long cols, long ld) {
+  for (long r = 0; r < rows; ++r)
+    for (long c = 0; c < cols; ++c) dst[r * cols + c] = round_bf16(src[r * ld + c]);
+}
+}  // namespace detail
+
+/// \brief C (M, N) (+)= op(A) op(B), operands rounded to bf16, sums in float: Eigen's float product on
+/// rounded copies (per-thread buffers, reused). The path on CPUs where oneDNN has no bf16 matmul; equal to
+/// gemm_bf16_reference bit for bit.
+inline void gemm_bf16_fallback(RowMapS<float> C, CRowMapS<float> A, bool transA, CRowMapS<float> B, bool transB, bool accumulate) {
+  thread_local AlignedVector<float> a, b;  // rounded copies of A (A.rows(), A.cols()) and B (B.rows(), B.cols())
+  if (a.size() < std::size_t(A.size())) a.resize(std::size_t(A.size()));
+  if (b.size() < std::size_t(B.size())) b.resize(std::size_t(B.size()));
+  detail::round_block_bf16(a.data(), A.data(), A.rows(), A.cols(), A.outerStride());
+  detail::round_block_bf16(b.data(), B.data(), B.rows(), B.cols(), B.outerStride());
+  gemm(C, csmat(a.data(), A.rows(), A.cols()), transA, csmat(b.data(), B.rows(), B.cols()), transB, accumulate);
+}
+
+/// Runs gemm_bf16_fallback for a scope even where oneDNN has a bf16 kernel (tests of the fallback).
+class ScopedBf16Fallback {
+ public:
+  ScopedBf16Fallback() : prev_(detail::bf16_force_fallback().exchange(true)) {}
+  ~ScopedBf16Fallback() { detail::bf16_force_fallback().store(prev_); }
+  ScopedBf16Fallback(const ScopedBf16Fallback&) = delete;
+  ScopedBf16Fallback& operator=(const ScopedBf16Fallback&) = delete;
+
+ private:
+  bool prev_;
+};
+
 #if defined(FBT_HAVE_DNNL)
 namespace detail {
 
@@ -161,11 +202,37 @@ inline DnnlThread& dnnl_thread() {
   return t;
 }
 
+/// The oneDNN kernel of a bf16 product of this shape; throws dnnl::error where there is none.
+inline std::string dnnl_bf16_impl(long M, long N, long K) {
+  using dnnl::memory;
+  auto& eng = dnnl_context().eng;
+  const memory::desc a_md({M, K}, memory::data_type::bf16, memory::dims{K, 1});
+  const memory::desc b_md({K, N}, memory::data_type::bf16, memory::dims{1, K});
+  const memory::desc c_md({M, N}, memory::data_type::f32, memory::dims{N, 1});
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), eng);
+  return pd.impl_info_str();
+}
+/// Whether oneDNN has a bf16 matmul on this CPU (2.6 needs AVX-512); asked once per process.
+inline bool dnnl_has_bf16_matmul() {
+  static const bool ok = [] {
+    try {
+      dnnl_bf16_impl(16, 16, 16);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
 }  // namespace detail
 
-/// \brief C (M, N) = op(A) op(B) (+ C when accumulate), operands rounded to bf16, sums in float (oneDNN).
+/// \brief C (M, N) = op(A) op(B) (+ C when accumulate), operands rounded to bf16, sums in float (oneDNN;
+/// gemm_bf16_fallback on a CPU it has no bf16 kernel for).
 inline void gemm_bf16(RowMapS<float> C, CRowMapS<float> A, bool transA, CRowMapS<float> B, bool transB, bool accumulate) {
   using dnnl::memory;
+  if (detail::bf16_force_fallback().load(std::memory_order_relaxed) || !detail::dnnl_has_bf16_matmul())
+    return gemm_bf16_fallback(C, A, transA, B, transB, accumulate);
   const long M = transA ? A.cols() : A.rows(), K = transA ? A.rows() : A.cols();
   const long N = transB ? B.rows() : B.cols(), KB = transB ? B.cols() : B.rows();
   FBT_ASSERT(K == KB && C.rows() == M && C.cols() == N, "gemm_bf16: shape mismatch");
@@ -208,13 +275,10 @@ inline void gemm_bf16(RowMapS<float> C, CRowMapS<float> A, bool transA, CRowMapS
 /// The name of the oneDNN kernel a bf16 product of this shape runs (e.g. "brg:avx512_core_bf16"), for the
 /// benchmarks' reports: which of AMX, AVX512-BF16 or a fallback this CPU got.
 inline std::string gemm_bf16_impl(long M, long N, long K) {
-  using dnnl::memory;
-  auto& eng = detail::dnnl_context().eng;
-  const memory::desc a_md({M, K}, memory::data_type::bf16, memory::dims{K, 1});
-  const memory::desc b_md({K, N}, memory::data_type::bf16, memory::dims{1, K});
-  const memory::desc c_md({M, N}, memory::data_type::f32, memory::dims{N, 1});
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), eng);
-  return pd.impl_info_str();
+  if (detail::bf16_force_fallback().load(std::memory_order_relaxed)) return "fbt fallback (forced): rounded operands, Eigen float product";
+  if (!detail::dnnl_has_bf16_matmul())
+    return "fbt fallback: rounded operands, Eigen float product (oneDNN has no bf16 matmul for this CPU: it needs AVX-512)";
+  return "oneDNN " + detail::dnnl_bf16_impl(M, N, K);
 }
 #else
 inline void gemm_bf16(RowMapS<float>, CRowMapS<float>, bool, CRowMapS<float>, bool, bool) {

@@ -553,7 +553,7 @@ template <class M> class Trainer {
                    M::has_feedback ? cfg.schedule.K_max : 1, cfg.schedule.detach ? ", detached" : "", cfg.steps, cfg.batch_size,
                    cfg.seq_len, cfg.grad_accum, sched.mean_passes());
     if (out && cfg.precision == "bf16")
-      std::fprintf(out, "  precision bf16: matrix products with bf16 operands and fp32 sums (oneDNN %s); weights, optimizer, norms, loss fp32\n",
+      std::fprintf(out, "  precision bf16: matrix products with bf16 operands and fp32 sums (%s); weights, optimizer, norms, loss fp32\n",
                    gemm_bf16_impl(256, 256, 256).c_str());
     const auto t0 = std::chrono::steady_clock::now();
     const double tok0 = tokens;
