@@ -158,9 +158,12 @@ int cmd_eval(Args a) {
     std::printf(
         "fbt eval --checkpoint CKPT [--data task:NAME|FILE] [--task_difficulty N] [--task_length L] [--task_reveal Q] [--seq_len T] [--windows N]\n"
         "         [--seq_windows N] [--monitor K] [--passes K] [--doc_split blank_line|none] [--val_fraction X]\n"
+        "         [--val_data FILE] [--doc_sep_id N] [--token_dtype auto|uint16|uint32|int32|int64]\n"
         "         [--precision fp32|bf16] [--precision_check N]\n\n"
         "The data options and --precision default to those the checkpoint's run was trained with (read from its\n"
         "train_state.safetensors); --windows 0 and --seq_windows -1 evaluate every validation window.\n"
+        "--data FILE.bin or FILE.npy is a token file of the model's vocabulary (val_data, doc_sep_id and\n"
+        "token_dtype as in fbt train); another FILE is text, read as bytes.\n"
         "Prints the per-pass validation losses (pass k = fused(k-1) prefill at every position), the\n"
         "sequential-exact losses (token by token, standard and soft) and the contraction monitor L(k), delta_k\n"
         "(spec section 6), and beside them the data's optimal loss over the same windows where it is known\n"
@@ -198,6 +201,11 @@ int cmd_eval(Args a) {
   c.task_length = int_option<int>("task_length", take(a, "task_length", std::to_string(c.task_length)), 1, kMaxStateTaskLength, "symbols per document");
   c.task_reveal = real_option("task_reveal", take(a, "task_reveal", detail::num(c.task_reveal)), 0, false, 1, false);
   c.doc_split = take(a, "doc_split", c.doc_split);
+  c.token_dtype = take(a, "token_dtype", c.token_dtype);
+  c.doc_sep_id = int_option<int>("doc_sep_id", take(a, "doc_sep_id", std::to_string(c.doc_sep_id)), -1, std::numeric_limits<int>::max(),
+                                 "the document separator id, -1 = none");
+  const std::string val_data = take(a, "val_data", c.val_data);
+  if (val_data != c.val_data) c.val_data = val_data, resolve_data_path(c);  // a path given here is relative to the current directory
   c.val_fraction = real_option("val_fraction", take(a, "val_fraction", detail::num(c.val_fraction)), 0, false, 1, true);
   c.seq_len = int_option<int>("seq_len", take(a, "seq_len", std::to_string(c.seq_len)), 2, std::numeric_limits<int>::max(), "tokens per window");
   const int windows = int_option<int>("windows", take(a, "windows", "32"), 0, std::numeric_limits<int>::max(), "0 = every validation window");
@@ -209,8 +217,9 @@ int cmd_eval(Args a) {
   const int check_windows = int_option<int>("precision_check", take(a, "precision_check", "0"), 0, 100000, "windows decoded in fp32 and bf16, 0 = off");
   if (check_windows > 0 && !bf16_available()) throw Error("--precision_check: " + bf16_unavailable_reason());
   no_leftovers(a, "eval");
+  const ModelConfig mc = is_token_data(c) ? cli::checkpoint_config_any_vocab(ck) : cli::checkpoint_config(ck);
+  c.model.vocab_size = mc.vocab_size;
   validate_data(c);
-  const ModelConfig mc = cli::checkpoint_config(ck);
   if (c.seq_len > mc.max_position_embeddings)
     throw Error("--seq_len " + std::to_string(c.seq_len) + ": exceeds the model's max_position_embeddings (" +
                 std::to_string(mc.max_position_embeddings) + ")");
@@ -229,7 +238,7 @@ int cmd_eval(Args a) {
     const int nw = detail::parallel_eval_windows(*data, c.seq_len, windows);
     const double opt = data->mean_optimal_loss(c.seq_len, nw);
     if (!std::isnan(opt)) std::printf("  optimal loss %.4f  (the data's closed form, same %d windows)\n", opt, nw);
-    Decoder<M> dec(m, kSep);
+    Decoder<M> dec(m, data->doc_sep());
     if (seq_windows != 0) {
       std::printf("  sequential (standard) loss %.4f\n", sequential_loss(dec, *data, c.seq_len, seq_windows, DecodeModeSpec{}));
       if (M::has_feedback)

@@ -4,9 +4,9 @@
 # (the option or file and the value it names). The command runs under a time limit, so one that blocks
 # (a FIFO opened for reading) or runs away (a huge allocation) fails instead of hanging the suite.
 #
-#   expect_refusal.sh [--mkfifo PATH] [--mkdir PATH] [--file PATH TEXT] [--limit SECONDS] REGEX -- COMMAND [ARGS...]
+#   expect_refusal.sh [--mkfifo PATH] [--mkdir PATH] [--file PATH TEXT] [--empty PATH] [--limit SECONDS] REGEX -- COMMAND [ARGS...]
 #
-# --mkfifo / --mkdir / --file create the hostile input first (removing what was there); the options may
+# --mkfifo / --mkdir / --file / --empty (an empty file: CMake drops an empty TEXT) create the hostile input first (removing what was there); the options may
 # come before or after REGEX. REGEX is an extended regular expression (grep -E). Callers from CMake
 # avoid unbalanced square brackets in it: CMake does not split a list inside them.
 set -u
@@ -17,6 +17,7 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
     --mkfifo) rm -rf "$2"; mkdir -p "$(dirname "$2")"; mkfifo "$2" || exit 2; shift 2 ;;
     --mkdir) rm -rf "$2"; mkdir -p "$2" || exit 2; shift 2 ;;
     --file) rm -rf "$2"; mkdir -p "$(dirname "$2")"; printf '%s' "$3" > "$2" || exit 2; shift 3 ;;
+    --empty) rm -rf "$2"; mkdir -p "$(dirname "$2")"; : > "$2" || exit 2; shift 2 ;;
     --limit) limit="$2"; shift 2 ;;
     *) regex="$1"; shift ;;
   esac

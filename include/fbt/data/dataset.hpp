@@ -34,7 +34,8 @@ namespace fbt {
 /// \brief What the trainer reads batches from (TextDataset, TaskDataset).
 ///
 /// Every output vector is resized by the callee: sample_batch to B*T, eval_window to T (row-major
-/// (B, T)). All tokens are byte-tokenizer ids (vocab_size() = 257).
+/// (B, T)). Tokens are byte-tokenizer ids (vocab_size() = 257, separator kSep) except for a token file
+/// (token_dataset.hpp), whose ids and separator are its tokenizer's.
 struct DataSource {
   /// \brief B random training windows. Depends only on `rng` (and advances it): same state, same batch.
   virtual void sample_batch(Rng& rng, int B, int T, std::vector<int>& tokens, std::vector<int>& targets,
@@ -68,19 +69,22 @@ struct DataSource {
   }
   /// \brief One line for logs: source, sizes, split.
   virtual std::string describe() const = 0;
+  /// The vocabulary the ids come from (bytes: 257; a token file: the model's).
   virtual int vocab_size() const { return ByteTokenizer::kVocabSize; }
+  /// The id that starts a document (doc_start is 1 there), or -1 when documents are not marked (bytes: kSep).
+  virtual int doc_sep() const { return kSep; }
   virtual ~DataSource() = default;
 };
 
 namespace detail {
 
 /// Copies one window w[0..T] (T+1 tokens) into row outputs: tokens = w[0..T), targets = w[1..T],
-/// doc_start = 1 at t = 0 and where the token is kSep.
-inline void fill_window(const int* w, int T, int* tokens, int* targets, std::uint8_t* doc_start) {
+/// doc_start = 1 at t = 0 and where the token is the separator `sep` (kSep for bytes; -1: none).
+inline void fill_window(const int* w, int T, int* tokens, int* targets, std::uint8_t* doc_start, int sep = kSep) {
   for (int t = 0; t < T; ++t) {
     tokens[t] = w[t];
     targets[t] = w[t + 1];
-    doc_start[t] = (t == 0 || w[t] == kSep) ? 1 : 0;
+    doc_start[t] = (t == 0 || w[t] == sep) ? 1 : 0;
   }
 }
 

@@ -60,12 +60,12 @@ struct PositionSums {
 inline int loss_positions(int T) { return std::min(T, kMaxLossPositions) + 1; }
 
 /// \brief pos (T): the position within its document of each target of one window row (see PositionSums):
-/// target t is token t+1; a kSep target opens a document (position 0).
-inline void target_positions(const int* targets, const std::uint8_t* doc_start, int T, int* pos) {
+/// target t is token t+1; a separator target (`sep`: kSep for bytes, -1 = none) opens a document (position 0).
+inline void target_positions(const int* targets, const std::uint8_t* doc_start, int T, int* pos, int sep = kSep) {
   int start = 0;  // the window index of the current document's first token (or of the window's)
   for (int t = 0; t < T; ++t) {
     if (t == 0 || doc_start[t]) start = t;
-    pos[t] = targets[t] == kSep ? 0 : t + 1 - start;
+    pos[t] = targets[t] == sep ? 0 : t + 1 - start;
   }
 }
 
@@ -111,7 +111,7 @@ std::vector<double> evaluate_passes(M& m, Workspace<M>& w, const DataSource& dat
       tok.insert(tok.end(), rt.begin(), rt.end()), tgt.insert(tgt.end(), rg.begin(), rg.end()), ds.insert(ds.end(), rd.begin(), rd.end());
     }
     pos.resize(tgt.size());
-    for (int i = 0; i < nb; ++i) target_positions(tgt.data() + std::size_t(i) * Tn, ds.data() + std::size_t(i) * Tn, Tn, pos.data() + std::size_t(i) * Tn);
+    for (int i = 0; i < nb; ++i) target_positions(tgt.data() + std::size_t(i) * Tn, ds.data() + std::size_t(i) * Tn, Tn, pos.data() + std::size_t(i) * Tn, data.doc_sep());
     run.prepare(nb, Tn, 1, false);
     run.begin_batch(tok.data(), ds.data(), tgt.data());
     run.forward_chain(K, [&](int j, PassCache<M>& p) {
@@ -160,7 +160,7 @@ double sequential_loss(Decoder<M, Be>& dec, const DataSource& data, int Tn, int 
   };
   for (int i = 0; i < nw; ++i) {
     data.eval_window(i, Tn, tok, tgt, ds);
-    target_positions(tgt.data(), ds.data(), Tn, pos.data());
+    target_positions(tgt.data(), ds.data(), Tn, pos.data(), data.doc_sep());
     auto s = dec.new_sequence(Tn, mode);
     dec.prefill(s, tok.data(), 1, logits.data());
     ce(0);
@@ -186,7 +186,7 @@ inline bool optimal_by_position(const DataSource& data, int Tn, int n, PositionS
       return false;
     }
     data.eval_window(i, Tn, tok, tgt, ds);
-    target_positions(tgt.data(), ds.data(), Tn, pos.data());
+    target_positions(tgt.data(), ds.data(), Tn, pos.data(), data.doc_sep());
     for (int t = 0; t < Tn; ++t)
       if (tgt[std::size_t(t)] >= 0) out.add(pos[std::size_t(t)], opt[std::size_t(t)]);
   }

@@ -23,6 +23,7 @@
 #include "../detail/input.hpp"
 #include "../io/config_json.hpp"
 #include "../io/json.hpp"
+#include "../io/token_file.hpp"
 #include "../ops/gemm_bf16.hpp"
 #include "lr_schedule.hpp"
 #include "schedule.hpp"
@@ -34,7 +35,7 @@ struct TrainConfig {
   ModelConfig model;
   ScheduleConfig schedule;
   // data
-  std::string data = "task:addition";  ///< "task:<addition|state_tracking|multihop>" or a text file path
+  std::string data = "task:addition";  ///< "task:<name>", a token file (.bin or .npy: token_dataset.hpp) or a text file path
   int task_difficulty = 3;
   double p_full = 1.0 / 3, p_compressed = 1.0 / 3, p_answer = 1.0 / 3;
   bool trace_tag = false;    ///< reasoning tasks: the prompt states the level of its solution (tasks.hpp)
@@ -42,6 +43,10 @@ struct TrainConfig {
   double task_reveal = 0.5;  ///< running-state tasks: probability of a state-revealing symbol
   std::string doc_split = "blank_line";
   double val_fraction = 0.1;
+  // token files (data ending in .bin or .npy): ids of the model's vocabulary (model.vocab_size)
+  std::string token_dtype = "auto";  ///< a .bin's element type: auto (= uint16, nanoGPT's) | uint16 | uint32 | int32 | int64; a .npy names its own
+  int doc_sep_id = -1;               ///< the id that separates (and starts) documents in a token file; -1 = none
+  std::string val_data;              ///< a validation token file; empty = the last val_fraction of the data file
   // optimisation
   int batch_size = 16, seq_len = 128, grad_accum = 1;
   long steps = 1000;
@@ -285,8 +290,12 @@ inline const std::vector<ConfigField>& train_config_fields() {
     I("task_length", "running-state tasks: symbols per document", FBT_T(task_length));
     D("task_reveal", "running-state tasks: probability that a drawn symbol reveals the state", FBT_T(task_reveal));
     S("doc_split", "text files: blank_line (paragraphs are documents) | none", FBT_T(doc_split));
-    D("val_fraction", "text files: share of documents held out for validation", FBT_T(val_fraction));
+    D("val_fraction", "text files: share of documents held out for validation; token files without val_data: share of the tokens", FBT_T(val_fraction));
+    S("token_dtype", "token files: a .bin's element type: auto (uint16, as nanoGPT) | uint16 | uint32 | int32 | int64 (a .npy names its own)", FBT_T(token_dtype));
+    I("doc_sep_id", "token files: the document separator id (documents are packed and masked at it); -1 = none", FBT_T(doc_sep_id));
+    S("val_data", "token files: a validation token file (default: the last val_fraction of data)", FBT_T(val_data));
     // model (Hugging Face Qwen3 names)
+    I("vocab_size", "vocabulary V: 257 (bytes) for text and tasks; a token file's tokenizer's for token data", FBT_M(vocab_size));
     I("hidden_size", "width D", FBT_M(hidden_size));
     I("num_hidden_layers", "layers L", FBT_M(num_hidden_layers));
     I("num_attention_heads", "query heads", FBT_M(num_attention_heads));
@@ -425,6 +434,8 @@ inline StateTaskConfig state_task_config(const TrainConfig& c) {
 }
 /// Whether a config's data is a running-state task ("task:running_sum" ...).
 inline bool is_state_task_data(const TrainConfig& c) { return c.data.rfind("task:", 0) == 0 && is_state_task(c.data.substr(5)); }
+/// Whether a config's data is a token file (a path ending in .bin or .npy: io/token_file.hpp).
+inline bool is_token_data(const TrainConfig& c) { return c.data.rfind("task:", 0) != 0 && is_token_file_path(c.data); }
 
 /// \brief The data fields of a config (data, task_difficulty, p_*, trace_tag, task_length, task_reveal,
 /// doc_split, val_fraction): what `fbt eval` checks of a checkpoint's data settings. Throws fbt::Error
@@ -461,13 +472,25 @@ inline void validate_data(const TrainConfig& c) {
   if (c.doc_split != "blank_line" && c.doc_split != "none")
     fail("doc_split", "expected blank_line or none, got " + detail::quote_value(c.doc_split));
   if (!(c.val_fraction >= 0 && c.val_fraction < 1)) fail("val_fraction", "must be in [0, 1), got " + detail::num(c.val_fraction));
+  const char* dtypes[] = {"auto", "uint16", "uint32", "int32", "int64"};
+  if (std::find(std::begin(dtypes), std::end(dtypes), c.token_dtype) == std::end(dtypes))
+    fail("token_dtype", "expected auto, uint16, uint32, int32 or int64, got " + detail::quote_value(c.token_dtype));
+  if (is_token_data(c)) {
+    if (c.doc_sep_id < -1 || c.doc_sep_id >= c.model.vocab_size)
+      fail("doc_sep_id", std::to_string(c.doc_sep_id) + " is outside the vocabulary [0, " + std::to_string(c.model.vocab_size) + ") (-1 = none)");
+    if (c.val_data.empty() && !(c.val_fraction > 0)) fail("val_fraction", "is 0 and val_data is empty: token data needs a validation file or a share of its tokens");
+    if (!c.val_data.empty() && !is_token_file_path(c.val_data))
+      fail("val_data", detail::quote_value(c.val_data) + " is not a token file (expected a path ending in .bin or .npy)");
+  } else {
+    if (!c.val_data.empty()) fail("val_data", "is set, but data " + detail::quote_value(c.data) + " is not a token file (.bin, .npy): only token data takes a validation file");
+    if (c.doc_sep_id != -1) fail("doc_sep_id", "is set, but data " + detail::quote_value(c.data) + " is not a token file (.bin, .npy): bytes use their own separator");
+  }
 }
 
 inline nlohmann::json to_json(const TrainConfig& c) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& f : train_config_fields())
     if (f.recorded) j[f.name] = f.get(c);
-  j["vocab_size"] = std::to_string(c.model.vocab_size);
   return j;
 }
 
@@ -484,7 +507,7 @@ inline void apply_json(TrainConfig& c, const nlohmann::json& j, const std::strin
   }
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string key = detail::excerpt(it.key());
-    if (it.key() == "vocab_size" || it.key() == "preset") continue;  // vocab_size: fixed by the byte tokenizer
+    if (it.key() == "preset") continue;
     std::string v;
     if (it->is_string()) v = it->get<std::string>();
     else if (it->is_boolean()) v = it->get<bool>() ? "true" : "false";
@@ -523,9 +546,10 @@ inline void validate(const TrainConfig& c) {
   const double inf = std::numeric_limits<double>::infinity();
   // the model: its own rules, and every real finite (a non-finite one is written to JSON as null)
   c.model.validate();
-  if (c.model.vocab_size != ByteTokenizer::kVocabSize)
-    fail("vocab_size", "is " + std::to_string(c.model.vocab_size) + ", but training reads bytes: the byte tokenizer needs " +
-                           std::to_string(ByteTokenizer::kVocabSize));
+  if (c.model.vocab_size != ByteTokenizer::kVocabSize && !is_token_data(c))
+    fail("vocab_size", "is " + std::to_string(c.model.vocab_size) + ", but data " + detail::quote_value(c.data) +
+                           " is read as bytes: the byte tokenizer needs " + std::to_string(ByteTokenizer::kVocabSize) +
+                           " (token files, .bin or .npy, take the vocabulary of their tokenizer)");
   const std::pair<const char*, double> model_reals[] = {{"rope_theta", c.model.rope_theta}, {"rms_norm_eps", c.model.rms_norm_eps},
                                                         {"initializer_range", c.model.initializer_range}, {"z_loss", c.model.z_loss},
                                                         {"gated_add_alpha", c.model.gated_add_alpha}};

@@ -26,6 +26,7 @@
 #include <sstream>
 
 #include "../data/dataset.hpp"
+#include "../data/token_dataset.hpp"
 #include "../data/tasks.hpp"
 #include "../io/checkpoint.hpp"
 #include "../io/hf.hpp"
@@ -41,10 +42,17 @@
 namespace fbt {
 
 /// The data source a config names: "task:<name>" (built-in, generated on the fly: a reasoning task of
-/// tasks.hpp or a running-state task of state_tasks.hpp) or a text file.
+/// tasks.hpp or a running-state task of state_tasks.hpp), a token file (.bin or .npy: token_dataset.hpp, ids
+/// of the model's vocabulary) or a text file (bytes).
 inline std::unique_ptr<DataSource> make_data_source(const TrainConfig& c) {
   if (is_state_task_data(c)) return std::make_unique<StateTaskDataset>(state_task_config(c));
   if (c.data.rfind("task:", 0) == 0) return std::make_unique<TaskDataset>(task_config(c));
+  if (is_token_data(c)) {
+    TokenDatasetOptions o;
+    o.dtype = c.token_dtype, o.doc_sep = c.doc_sep_id, o.vocab_size = c.model.vocab_size, o.val_path = c.val_data;
+    o.val_fraction = c.val_fraction, o.seq_len = c.seq_len;
+    return std::make_unique<TokenFileDataset>(TokenFileDataset::open(c.data, o));
+  }
   TextDatasetOptions o;
   o.doc_split = c.doc_split, o.val_fraction = c.val_fraction, o.seq_len = c.seq_len;
   return std::make_unique<TextDataset>(TextDataset::from_file(c.data, o));
@@ -54,12 +62,15 @@ inline std::unique_ptr<DataSource> make_data_source(const TrainConfig& c) {
 /// directory), so the run's record names the file wherever eval or resume later run from. Task data
 /// ("task:...") and absolute paths are unchanged.
 inline void resolve_data_path(TrainConfig& c) {
-  if (c.data.empty() || c.data.rfind("task:", 0) == 0) return;
-  const std::filesystem::path p(c.data);
-  if (p.is_absolute()) return;
-  std::error_code ec;
-  const std::filesystem::path a = std::filesystem::absolute(p, ec);
-  if (!ec) c.data = a.lexically_normal().string();
+  auto resolve = [](std::string& path) {
+    const std::filesystem::path p(path);
+    if (path.empty() || p.is_absolute()) return;
+    std::error_code ec;
+    const std::filesystem::path a = std::filesystem::absolute(p, ec);
+    if (!ec) path = a.lexically_normal().string();
+  };
+  if (!c.data.empty() && c.data.rfind("task:", 0) != 0) resolve(c.data);
+  resolve(c.val_data);
 }
 
 namespace detail {
@@ -88,7 +99,7 @@ inline double estimate_param_count(const ModelConfig& c) {
 struct TrainMemoryEstimate {
   double params = 0;       ///< parameters, gradients and AdamW moments (and a gradient buffer per extra thread)
   double activations = 0;  ///< a lower bound of the step's workspace: the logits and four D-wide tensors per layer, per position
-  double data = 0;         ///< a text file's bytes, its documents and its 4-byte tokens (7 bytes per byte)
+  double data = 0;         ///< a text file's bytes, its documents and its 4-byte tokens (7 bytes per byte); a token file is mapped: 0
   double total() const { return params + activations + data; }
 };
 
@@ -99,7 +110,7 @@ inline TrainMemoryEstimate estimate_train_memory(const TrainConfig& c) {
   const double pos = double(std::max(0, c.batch_size)) * std::max(0, c.seq_len);
   e.activations = pos * (double(std::max(0, c.model.vocab_size)) + 4.0 * std::max(0, c.model.hidden_size) * std::max(0, c.model.num_hidden_layers)) *
                   sizeof(float);
-  if (!c.data.empty() && c.data.rfind("task:", 0) != 0) {
+  if (!c.data.empty() && c.data.rfind("task:", 0) != 0 && !is_token_data(c)) {
     std::error_code ec;
     const auto sz = std::filesystem::file_size(c.data, ec);
     if (!ec) e.data = 7.0 * double(sz);
@@ -255,7 +266,7 @@ template <class M> class Trainer {
   Trainer(const TrainConfig& c, std::unique_ptr<DataSource> d)
       : cfg(prepared(c)), data(std::move(d)), model(cfg.model, cfg.seed), sched(cfg.schedule, cfg.steps),
         lr_sched(make_lr_schedule(cfg.lr_schedule, cfg.lr, cfg.min_lr, std::min(cfg.warmup_steps, cfg.steps), cfg.steps, cfg.wsd_decay_frac)),
-        data_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 1), sched_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 2), dec_(model, kSep) {
+        data_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 1), sched_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 2), dec_(model, data ? data->doc_sep() : kSep) {
     FBT_ASSERT(data, "Trainer needs a data source");
     if (cfg.precision == "bf16" && !std::is_same<T, float>::value)
       throw Error("invalid training config: precision: bf16 needs a float model (this Trainer's scalar is not float)");
