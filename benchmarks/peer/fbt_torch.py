@@ -1,6 +1,6 @@
 """fbt_torch: an independent PyTorch implementation of the fbt model (the benchmark peer).
 
-The model of /work/shared/spec/SPEC.md sections 1-4, 8, 9, written as a researcher would write it in
+The model of docs/spec.md sections 1-4, 8, 9, written as a researcher would write it in
 current PyTorch (fp32, CPU): a Qwen3-style decoder (pre-norm RMSNorm with eps 1e-6, per-head QK-norm
 before rotate-half RoPE with positions from 0, grouped-query attention through
 F.scaled_dot_product_attention, SwiGLU, tied head) whose stack takes layer-0 input vectors; the

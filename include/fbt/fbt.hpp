@@ -2,6 +2,7 @@
 // you use in larger programs). fbt implements full-bandwidth transformers (arXiv:2608.08888): the
 // previous position's top state is fused with the next token's embedding, and training runs the
 // scheduled K-pass objective. docs/api.md is the tutorial; docs/architecture.md explains the shape.
+// "spec section N" and "invariant K" in the headers' comments refer to docs/spec.md.
 //
 // A 20-line program: build a model, run one K = 3 step, take an AdamW step, decode, save.
 //
