@@ -141,9 +141,10 @@ def main():
     print("3. pretrained Qwen3ForCausalLM (vocabulary %d, D 64, 2 layers) %d steps of 16 x %d tokens with torch: last loss %.3f (%.0f s); "
           "saved with save_pretrained in %s" % (V, a.pretrain_steps, T, loss.item(), time.time() - t0, base))
 
-    # 4. fbt evaluates the Hugging Face directory; torch scores the same windows (one document each: the
-    #    validation file is cut at stride T, and fbt masks attention at each <|endoftext|>, HF does not, so
-    #    only windows without a separator inside are compared)
+    # 4. fbt evaluates the Hugging Face directory; torch scores the same windows (the validation file cut at
+    #    stride T). fbt masks attention at each <|endoftext|> and HF does not, so the two losses differ by
+    #    what the context across a document start is worth: checked within 2% (the logits themselves are
+    #    checked to float rounding by interop_check.py)
     common = ["--data", train_bin, "--val_data", val_bin, "--doc_sep_id", str(eos), "--seq_len", str(T)]
     out = run([a.fbt, "eval", "--checkpoint", base] + common + ["--windows", "0", "--seq_windows", "0", "--monitor", "0"], log)
     fbt_base = float(re.search(r"pass 1 validation loss ([0-9.]+)", out).group(1))
@@ -158,6 +159,8 @@ def main():
             cnt += T
     print("4. validation loss of the pretrained model over %d windows of %d: fbt eval %.4f, torch %.4f (torch attends across "
           "documents, fbt masks at <|endoftext|>)" % (n_w, T, fbt_base, tot / cnt))
+    if not abs(fbt_base - tot / cnt) <= 0.02 * (tot / cnt):
+        fails.append("fbt eval of the pretrained directory (%.4f) is not within 2%% of torch's loss (%.4f)" % (fbt_base, tot / cnt))
 
     # 5. continue with feedback, and plain, from the same checkpoint on the same tokens
     cont = common + ["--steps", str(a.steps), "--batch_size", "16", "--warmup_steps", "10", "--lr", "1e-3", "--eval_every", "0",
