@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """docs/figures/make_figures.py: draws the course figures (docs/course/01-architecture.md).
 
-    /opt/torch-venv/bin/python docs/figures/make_figures.py      # any python with matplotlib
+    python3 docs/figures/make_figures.py
+
+Its only need is matplotlib (Debian: apt-get install python3-matplotlib; pip install matplotlib); it
+runs from any directory and writes next to itself. FBT_FIG_PNG=DIR also writes PNG previews into DIR.
 
 writes, next to this script:
 
