@@ -16,7 +16,8 @@ writes, next to this script:
 
 Every figure is a diagram. (d) is a SCHEMATIC: its curves are shapes (q^k), not measurements; the
 measured contraction curves belong to docs/EXPERIMENTS.md. The output is deterministic (fixed hash
-salt, no date), so re-running the script on unchanged code leaves the SVGs byte-identical.
+salt, no date), so re-running the script on unchanged code leaves the SVGs byte-identical under the
+same matplotlib version (another version writes the same drawing with different path data).
 The hand-written two_axes.svg (docs/architecture.md) is not touched.
 """
 import os
