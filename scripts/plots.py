@@ -13,6 +13,12 @@ writes them) and draws, into FIG_DIR (default: the first OUT_DIR/figures):
   accuracy_vs_trace.svg    built-in tasks: accuracy against median trace length, one point per run and
                            decoding mode, one panel per problem length (1x, 2x, 4x the training length)
 
+Each configuration (a run's name without its seed) has one colour of its own (tab10, tab20 or a sampled
+colormap, by their number) and, in the line plots, its own line style and marker, so that a grid of 14
+configurations stays legible. Legends stand outside the axes: one entry per configuration (and, for
+the accuracy figure, a second legend of the decoding modes' markers). The accuracy axis is fitted to
+the data, shared by the panels.
+
 A figure whose data no run has is skipped with a note. --runs keeps the runs whose name contains any of
 the given substrings. Needs matplotlib (Debian: python3-matplotlib; pip: matplotlib); exits 77 with a
 message when it is missing (ctest reads 77 as "skipped").
@@ -74,19 +80,58 @@ def config_of(name: str) -> str:
     return " ".join(p for p in name.split("+") if not p.startswith("seed="))
 
 
-def colours(runs) -> dict:
+LINESTYLES = ["-", "--", "-.", ":"]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "*"]
+
+
+def configs(runs) -> list:
     keys = []
     for r in runs:
         k = config_of(r["name"])
         if k not in keys:
             keys.append(k)
-    return {k: f"C{i % 10}" for i, k in enumerate(keys)}
+    return keys
+
+
+def palette(n: int) -> list:
+    """n distinct colours: tab10 up to 10, tab20 up to 20 (its light/dark pairs told apart by the line
+    style and marker that styles() adds), else n samples of a continuous colormap."""
+    import matplotlib.pyplot as plt
+    if n <= 10:
+        return [plt.get_cmap("tab10")(i) for i in range(n)]
+    if n <= 20:
+        return [plt.get_cmap("tab20")(i) for i in range(n)]
+    cmap = plt.get_cmap("turbo")
+    return [cmap(0.05 + 0.9 * i / (n - 1)) for i in range(n)]
+
+
+def styles(runs) -> dict:
+    """One style per configuration (runs of one configuration, i.e. seeds, share it): a colour that no
+    other configuration has, plus a line style and a marker that differ between neighbours, so that 14
+    series stay apart even where two colours look alike."""
+    keys = configs(runs)
+    cols = palette(len(keys))
+    return {k: {"color": cols[i], "ls": LINESTYLES[i % len(LINESTYLES)], "marker": MARKERS[i % len(MARKERS)]}
+            for i, k in enumerate(keys)}
+
+
+def colours(runs) -> dict:
+    return {k: st["color"] for k, st in styles(runs).items()}
+
+
+def legend_outside(fig, ax_or_fig, handles, labels, title=None, fontsize=7.5):
+    """A legend to the right of the axes, one entry per line, outside the data."""
+    return ax_or_fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+                            fontsize=fontsize, title=title, title_fontsize=fontsize + 0.5, frameon=False)
 
 
 def plot_val_loss(plt, runs, path) -> bool:
-    fig, ax = plt.subplots(figsize=(9, 5.5))
-    col = colours(runs)
-    labelled = set()
+    from matplotlib.lines import Line2D
+    fig, ax = plt.subplots(figsize=(12, 5.5))
+    sty = styles(runs)
+    col = {k: st["color"] for k, st in sty.items()}
+    labelled = {}
+    fed_back = set()  # the last fed-back pass of each configuration that has one
     drawn = False
     for r in runs:
         ev = [e for e in r["evals"] if e.get("val_loss")]
@@ -94,15 +139,16 @@ def plot_val_loss(plt, runs, path) -> bool:
             continue
         key = config_of(r["name"])
         x = [e["tokens"] / 1e6 for e in ev]
-        ax.plot(x, [e["val_loss"][0] for e in ev], "-o", ms=3, color=col[key], lw=1.2, label=None if key in labelled else key)
+        (line,) = ax.plot(x, [e["val_loss"][0] for e in ev], "-", marker=sty[key]["marker"], ms=3.5, color=col[key],
+                          lw=1.2)
+        labelled.setdefault(key, line)
         # the last fed-back pass, from the first evaluation after feedback training began (before it, that
         # pass was never trained and its loss says nothing)
         fb = [e for e in ev if len(e["val_loss"]) > 1 and e.get("compute_tokens", 0) > e["tokens"]]
         if fb:
             k = len(fb[-1]["val_loss"])
-            ax.plot([e["tokens"] / 1e6 for e in fb], [e["val_loss"][-1] for e in fb], "--", color=col[key], lw=1,
-                    label=None if key in labelled else f"  pass {k} (fused({k - 1})), after feedback starts")
-        labelled.add(key)
+            fed_back.add(k)
+            ax.plot([e["tokens"] / 1e6 for e in fb], [e["val_loss"][-1] for e in fb], "--", color=col[key], lw=1)
         drawn = True
     if not drawn:
         plt.close(fig)
@@ -112,30 +158,40 @@ def plot_val_loss(plt, runs, path) -> bool:
     ax.set_title("validation loss vs tokens (solid: pass 1 = standard; dashed: last fed-back pass; one colour per configuration)",
                  fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=1)
+    # one entry per configuration, and the two line styles once (not once per configuration)
+    h, lab = list(labelled.values()), list(labelled.keys())
+    if fed_back:
+        passes = "/".join(str(k) for k in sorted(fed_back))
+        h += [Line2D([], [], color="#555555", lw=1.2), Line2D([], [], color="#555555", lw=1, ls="--")]
+        lab += ["solid: pass 1 (standard)", f"dashed: pass {passes}, the last fed-back pass, after feedback starts"]
+    legend_outside(fig, ax, h, lab, title="configuration (seeds share a colour)", fontsize=7)
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
     return True
 
 
 def plot_contraction(plt, runs, path) -> bool:
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.8))
-    col = colours(runs)
-    labelled = set()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(14, 5.2))
+    sty = styles(runs)
+    labelled = {}
     drawn = False
     for r in runs:
         c = ((r["result"] or {}).get("eval") or {}).get("contraction")
         if not c:
             continue
         key = config_of(r["name"])
+        st = sty[key]
         k = list(range(1, len(c["loss"]) + 1))
-        a1.plot(k, c["loss"], "-o", ms=2.5, color=col[key], label=None if key in labelled else key)
-        labelled.add(key)
+        every = max(1, len(k) // 10)  # markers on about 10 points of a 30-pass curve
+        (line,) = a1.plot(k, c["loss"], ls=st["ls"], marker=st["marker"], markevery=every, ms=4, lw=1.4,
+                          color=st["color"])
+        labelled.setdefault(key, line)
         # delta_1 is 0 by definition (no previous pass): plot from k = 2
         d = [(kk, v) for kk, v in zip(k, c["delta"]) if kk >= 2 and v > 0]
         if d:
-            a2.semilogy([p[0] for p in d], [p[1] for p in d], "-o", ms=2.5, color=col[key])
+            a2.semilogy([p[0] for p in d], [p[1] for p in d], ls=st["ls"], marker=st["marker"], markevery=every,
+                        ms=4, lw=1.4, color=st["color"])
         drawn = True
     if not drawn:
         plt.close(fig)
@@ -148,44 +204,72 @@ def plot_contraction(plt, runs, path) -> bool:
     a2.set_title("change of the top state between passes")
     for a in (a1, a2):
         a.grid(alpha=0.3)
-    a1.legend(fontsize=7)
+    legend_outside(fig, a2, list(labelled.values()), list(labelled.keys()),
+                   title="configuration (seeds share a style)")
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
     return True
 
 
 def plot_accuracy(plt, runs, path) -> bool:
     """One panel per problem length (result.json "tasks" keys "mode@mx"): accuracy against median trace
-    length, a colour per run, a marker per decoding mode."""
+    length, a colour per configuration, a marker per decoding mode. Two legends beside the panels
+    (configurations by colour, modes by marker) instead of one entry per pair; the y axis is fitted
+    to the data (shared by the panels), and the modes are nudged sideways so that equal points do not
+    hide each other."""
+    from matplotlib.lines import Line2D
     markers = {"standard": "o", "soft": "s", "fused(1)": "^", "fused(2)": "D"}
-    pts = {}  # length multiple -> [(colour, configuration, mode, trace, accuracy)]
-    col = colours(runs)
+    pts = {}  # length multiple -> [(configuration, mode, trace, accuracy)]
     for r in runs:
         for key, t in ((r["result"] or {}).get("tasks") or {}).items():
             mode = t.get("mode", key.split("@")[0])
             m = int(t.get("length_mult", 1))
-            pts.setdefault(m, []).append((col[config_of(r["name"])], config_of(r["name"]), mode, t["median_trace"], t["accuracy"]))
+            pts.setdefault(m, []).append((config_of(r["name"]), mode, t["median_trace"], t["accuracy"]))
     if not pts:
         return False
+    col = colours(runs)
+    modes = []
+    for m in sorted(pts):
+        for _, mode, _, _ in pts[m]:
+            if mode not in modes:
+                modes.append(mode)
+    modes.sort(key=lambda md: (list(markers).index(md) if md in markers else len(markers), md))
+    mk = {md: markers.get(md, MARKERS[(i + 4) % len(MARKERS)]) for i, md in enumerate(modes)}
+    used = [k for k in col if any(c == k for m in pts for c, _, _, _ in pts[m])]
+    accs = [a for m in pts for _, _, _, a in pts[m]]
+    top = max(accs)
+    hi = min(1.0, top * 1.12) if top > 0 else 0.05
+    hi = max(hi, 0.05)
+    pad = 0.04 * hi
     lengths = sorted(pts)
-    fig, axes = plt.subplots(1, len(lengths), figsize=(5.5 * len(lengths), 4.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(lengths), figsize=(4.6 * len(lengths) + 3.2, 4.6), squeeze=False, sharey=True)
     for ax, m in zip(axes[0], lengths):
-        seen = set()
-        for c, name, mode, trace, acc in pts[m]:
-            lab = f"{name} {mode}"
-            ax.scatter(trace, acc, color=c, marker=markers.get(mode, "x"), s=36, alpha=0.8,
-                       label=lab if m == lengths[0] and lab not in seen else None)
-            seen.add(lab)
+        traces = [tr for _, _, tr, _ in pts[m]]
+        span = (max(traces) - min(traces)) or max(1.0, abs(max(traces)))
+        nudge = 0.012 * span
+        for name, mode, trace, acc in pts[m]:
+            i = modes.index(mode)
+            ax.scatter(trace + (i - (len(modes) - 1) / 2) * nudge, acc, color=col[name], marker=mk[mode], s=34,
+                       alpha=0.85, edgecolors="black", linewidths=0.4)
         ax.set_title(f"problems {m}x the training length")
         ax.set_xlabel("median trace length (generated bytes)")
-        ax.set_ylabel("accuracy (greedy)")
-        ax.set_ylim(-0.03, 1.03)
+        ax.set_ylim(-pad, hi + pad)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=6, ncol=1)
-    fig.suptitle("accuracy vs trace length per decoding mode (o standard, s soft, ^ fused(1), D fused(2))")
+    axes[0][0].set_ylabel("accuracy (greedy)")
+    last = axes[0][-1]
+    h_cfg = [Line2D([], [], ls="", marker="o", ms=6, color=col[k], markeredgecolor="black", markeredgewidth=0.4)
+             for k in used]
+    h_mode = [Line2D([], [], ls="", marker=mk[md], ms=6, color="#888888", markeredgecolor="black",
+                     markeredgewidth=0.4) for md in modes]
+    lg = last.legend(h_cfg, used, loc="upper left", bbox_to_anchor=(1.03, 1.0), borderaxespad=0.0, fontsize=7.5,
+                     title="configuration (colour)", title_fontsize=8, frameon=False)
+    last.add_artist(lg)
+    last.legend(h_mode, modes, loc="lower left", bbox_to_anchor=(1.03, 0.0), borderaxespad=0.0, fontsize=7.5,
+                title="decoding mode (marker)", title_fontsize=8, frameon=False)
+    st = fig.suptitle("accuracy vs median trace length, per configuration and decoding mode")
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight", bbox_extra_artists=[lg, st])
     plt.close(fig)
     return True
 

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """docs/figures/make_figures.py: draws the course figures (docs/course/01-architecture.md).
 
-    /opt/torch-venv/bin/python docs/figures/make_figures.py      # any python with matplotlib
+    python3 docs/figures/make_figures.py
+
+Its only need is matplotlib (Debian: apt-get install python3-matplotlib; pip install matplotlib); it
+runs from any directory and writes next to itself. FBT_FIG_PNG=DIR also writes PNG previews into DIR.
 
 writes, next to this script:
 
@@ -9,10 +12,12 @@ writes, next to this script:
     course_channels.svg     (b) the narrow (token) and the wide (state) feedback channel  (spec section 2)
     course_jacobi.svg       (c) the K-pass chain as a Jacobi iteration; invariant 1   (spec sections 3, 5)
     course_contraction.svg  (d) why 3-pass batches make the fused map contract     (spec sections 3, 6)
+    course_backward.svg     (e) the K-pass backward through shift_right (exercise E2) (spec section 3)
 
 Every figure is a diagram. (d) is a SCHEMATIC: its curves are shapes (q^k), not measurements; the
 measured contraction curves belong to docs/EXPERIMENTS.md. The output is deterministic (fixed hash
-salt, no date), so re-running the script on unchanged code leaves the SVGs byte-identical.
+salt, no date), so re-running the script on unchanged code leaves the SVGs byte-identical under the
+same matplotlib version (another version writes the same drawing with different path data).
 The hand-written two_axes.svg (docs/architecture.md) is not touched.
 """
 import os
@@ -262,8 +267,110 @@ def fig_contraction():
     save(fig, "course_contraction.svg")
 
 
+# ------------------------------------------------------------------------------------------------
+# (e) the backward of the K-pass chain through shift_right (exercise E2; spec section 3)
+# ------------------------------------------------------------------------------------------------
+def fig_backward():
+    """The notation of exercises/given/toy_chain.hpp and exercises/solutions/chain_backward.hpp, with
+    positions counted from 1 as in the lessons (the code's t = 0 is position 1 here)."""
+    B, T, K = 2, 5, 3
+    RED = "#b02020"      # gradient (the backward)
+    FWD = "#9fb7df"      # the forward shift, faint
+    cw, gap, w, h, rh = 1.45, 1.0, 0.95, 0.56, 1.9
+    x0 = 2.6
+
+    def xy(b, j, t):  # sequence b (0, 1), pass j (1..K, down), position t (1..T, right)
+        return x0 + b * (T * cw + gap) + (t - 1) * cw, (K - j) * rh + 1.0
+
+    fig, ax = plt.subplots(figsize=(12.4, 5.2))
+    for b in range(B):
+        for j in range(1, K + 1):
+            for t in range(1, T + 1):
+                x, y = xy(b, j, t)
+                ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.01,rounding_size=0.06",
+                                            fc="#eeeeee" if j == 1 else "white", ec=DARK, lw=1.1, zorder=3))
+                ax.text(x, y, f"$H_{j}[{t}]$", ha="center", va="center", fontsize=9, zorder=4)
+                # this pass's own loss enters every position: dH_j = c_j R + carry_j
+                arrow(ax, x + 0.33, y + h / 2 + 0.34, x + 0.33, y + h / 2, color=ORANGE, lw=1.3, ms=7, z=5)
+                ax.text(x + 0.39, y + h / 2 + 0.2, f"$c_{j}R$", fontsize=7, color=ORANGE, va="center", ha="left")
+        xs0, _ = xy(b, 1, 1)
+        xs1, ytop = xy(b, 1, T)
+        ax.text((xs0 + xs1) / 2, ytop + h / 2 + 0.7, "sequence b" if b == 0 else "sequence b+1", ha="center",
+                fontsize=10, fontweight="bold")
+        for t in range(1, T + 1):
+            x, _ = xy(b, K, t)
+            ax.text(x, xy(b, K, t)[1] - h / 2 - 0.3, f"t={t}", ha="center", va="center", fontsize=8.5, color="#555")
+    # edges between pass j-1 at t-1 and pass j at t, inside each sequence
+    for b in range(B):
+        for j in range(2, K + 1):
+            for t in range(2, T + 1):
+                xa, ya = xy(b, j - 1, t - 1)
+                xb, yb = xy(b, j, t)
+                # forward (faint): S_j[t] = H_{j-1}[t-1]
+                arrow(ax, xa + 0.05, ya - h / 2, xb - 0.45, yb + h / 2, color=FWD, lw=0.9, ms=7, z=2)
+                # backward (bold): carry_{j-1}[t-1] = dS_j[t]
+                arrow(ax, xb - 0.2, yb + h / 2, xa + 0.3, ya - h / 2, color=RED, lw=2.4, ms=12, z=4)
+                mx, my = (xa + xb) / 2 + 0.22, (ya + yb) / 2 + 0.05
+                ax.text(mx, my, f"$dS_{j}[{t}]$", fontsize=7, color=RED, ha="left", va="center", zorder=6,
+                        bbox=dict(fc="white", ec="none", pad=0.3, alpha=0.85))
+            # position 1 of a fed-back pass read S_j[1] = 0: its dS_j[1] goes nowhere
+            xb, yb = xy(b, j, 1)
+            xe, ye = xb - 0.62, yb + h / 2 + 0.42
+            if b == 0:
+                arrow(ax, xb - 0.2, yb + h / 2, xe, ye, color=RED, lw=1.2, ls="--", style="-", z=4)
+                ax.text(xe, ye, "x", ha="center", va="center", fontsize=12, color=RED, fontweight="bold", zorder=6)
+            else:
+                # the tempting wrong edge: into sequence b's last position (a leak across sequences)
+                xl, yl = xy(0, j - 1, T)
+                xm, ym = (xb - 0.2 + xl + 0.3) / 2, (yb + h / 2 + yl - h / 2) / 2
+                ax.plot([xb - 0.2, xl + 0.3], [yb + h / 2, yl - h / 2], color=RED, lw=1.0, ls=":", zorder=4)
+                ax.text(xm, ym, "x", ha="center", va="center", fontsize=15, color=RED, fontweight="bold", zorder=6,
+                        bbox=dict(fc="white", ec="none", pad=0.1))
+    # the boundary between the sequences
+    xsep = (xy(0, 1, T)[0] + xy(1, 1, 1)[0]) / 2
+    ytop = xy(0, 1, 1)[1] + h / 2
+    ax.plot([xsep, xsep], [xy(0, K, 1)[1] - h / 2 - 0.15, ytop + 0.5], color="#777", lw=1.2, ls=(0, (4, 3)), zorder=1)
+    ax.text(xsep, ytop + 0.62, "no edge crosses\nthis boundary", ha="center", va="bottom", fontsize=8, color="#555")
+    # pass labels on the left, what each pass receives on the right
+    right = {1: "pass 1 is plain: S_1 = 0, so it has no dS_1\nand no dW term; the gradient stops here\n"
+                "(position T gets no carry: pass 2 has no T+1)",
+             K: f"the last pass: carry_{K} = 0,\nonly its own loss c_{K} R enters"}
+    xr = xy(1, 1, T)[0] + w / 2 + 0.25
+    for j in range(1, K + 1):
+        _, y = xy(0, j, 1)
+        ax.text(x0 - 1.0, y, f"pass {j}" + (" (plain)" if j == 1 else ""), ha="right", va="center", fontsize=9.5)
+        ax.text(xr, y, right.get(j, f"dH_{j} = c_{j} R + carry_{j},\ncarry_{j} from pass {j + 1}; position T\n"
+                                    f"gets none"), ha="left", va="center", fontsize=7.8, color="#444")
+    # position 1 of a fed-back pass: its dS is dropped
+    x1, y1 = xy(0, 2, 1)
+    ax.text(x1 - 0.95, (xy(0, 1, 1)[1] + y1) / 2 + 0.05, "dS_j[1] dropped:\nposition 1 read\nS_j[1] = 0", fontsize=7.5,
+            color=RED, ha="right", va="center")
+    yb = -0.2
+    lines = [
+        (DARK, "Bold red: the backward, carry_{j-1}[b, t-1] = dS_j[b, t], with dS_j = dZ_j W: shift_right's backward, "
+               "dH_{j-1}[:, t] += dS[:, t+1]."),
+        (DARK, "Faint blue: the forward it reverses, S_j[b, t] = H_{j-1}[b, t-1]."),
+        (ORANGE, "Orange: each pass's own loss enters at every position: dH_j = c_j R + carry_j, c_1 = 1, "
+                 "c_j = lambda/(K-1) for j >= 2 (here K = 3)."),
+        (DARK, "Walk the passes j = K..1: every pass adds to dX and dA, passes 2..K also to dW."),
+        (RED, "The carry moves one position earlier INSIDE each sequence: position 1 of sequence b+1 never sends "
+              "gradient to position T of sequence b (dotted, crossed out)."),
+    ]
+    for i, (c, txt) in enumerate(lines):
+        ax.text(0.0, yb - 0.36 * i, txt, fontsize=8.3, color=c)
+    ax.set_title("(e) The backward of the K-pass chain: pass j at position t sends its gradient to pass j-1 at "
+                 "position t-1 (spec section 3; exercise E2)", fontsize=10.5, loc="left")
+    xe, _ = xy(1, 1, T)
+    ax.set_xlim(-0.1, xe + 4.3)
+    ax.set_ylim(yb - 0.36 * len(lines) - 0.1, xy(0, 1, 1)[1] + h / 2 + 1.35)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    save(fig, "course_backward.svg")
+
+
 if __name__ == "__main__":
     fig_axes()
     fig_channels()
     fig_jacobi()
     fig_contraction()
+    fig_backward()
