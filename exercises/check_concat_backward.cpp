@@ -8,14 +8,24 @@
 //   1. against central finite differences (tests/common/gradcheck.hpp: err = ||g - g_fd|| / max(||g||, ||g_fd||),
 //      PASS when err < 1e-6 and the gradient is not all zero; a correct backward gives ~1e-10);
 //   2. against fbt's own concat fuser (ConcatFuser backward + pre_backward), to 1e-10 of its scale;
-// and that the gradients ACCUMULATE (+=) into pre-filled buffers. Exit status 0 iff every line says PASS.
+// and that the gradients ACCUMULATE (+=) into pre-filled buffers. On a failure it compares the gradients with
+// known mistakes (the halves of W_c swapped, the RMSNorm backward without its mean term or its gain, = for +=),
+// prints "diagnosis: ..." when one matches (or "likely: ..." from the failing terms), and which hint of
+// exercises/hints/concat_backward.md to read. Target exercise_concat_backward_mutant_<bug>: FBT_EXERCISE_HEADER
+// names exercises/mutants/concat_backward_<bug>.hpp, a solution with one deliberate bug.
+// Exit status: 0 iff every line says PASS; 77 when the file is the untouched stub (it defines
+// FBT_EXERCISE_UNSOLVED and wrote nothing: ctest reads 77 as "skipped", i.e. not attempted yet); 1 otherwise.
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
 
+#ifdef FBT_EXERCISE_HEADER
+#include FBT_EXERCISE_HEADER         // a mutant (exercises/mutants/): set by exercises/CMakeLists.txt
+#else
 #include <concat_backward.hpp>  // yours or the solution: chosen by the include path (see above)
+#endif
 #include <common/gradcheck.hpp>  // tests/common/gradcheck.hpp: check_gradient, randn
 
 #include "fbt/layers/concat_fuser.hpp"
@@ -43,6 +53,28 @@ double rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
   double d = 0, s = 1e-300;
   for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i])), s = std::max(s, std::abs(b[i]));
   return d / s;
+}
+
+bool all_zero(const std::vector<double>& v) {
+  for (double x : v)
+    if (x != 0) return false;
+  return true;
+}
+
+/// The RMSNorm backward of one side, dx (N, D) from dy (N, D), as written (correct) or with a known mistake.
+enum class NormBug { kNone, kNoMean, kNoGain };
+std::vector<double> norm_backward(const std::vector<double>& dy, const std::vector<double>& x, const std::vector<double>& gain,
+                                  const std::vector<double>& r, NormBug bug) {
+  std::vector<double> dx(N * D, 0.0);
+  for (int n = 0; n < N; ++n) {
+    double proj = 0;  // mean_c(dxhat * xhat)
+    for (int c = 0; c < D; ++c) proj += dy[n * D + c] * (bug == NormBug::kNoGain ? 1.0 : gain[c]) * x[n * D + c] * r[n] / D;
+    for (int c = 0; c < D; ++c) {
+      const double dxhat = dy[n * D + c] * (bug == NormBug::kNoGain ? 1.0 : gain[c]);
+      dx[n * D + c] = r[n] * (dxhat - (bug == NormBug::kNoMean ? 0.0 : x[n * D + c] * r[n] * proj));
+    }
+  }
+  return dx;
 }
 
 }  // namespace
@@ -139,11 +171,68 @@ int main() {
     return v;
   };
   double worst = 0;
-  for (auto [a, b] : {std::pair{&ds2, &ds}, {&de2, &de}, {&dw_c2, &dw_c}, {&dg_s2, &dg_s}, {&dg_g2, &dg_g}})
+  std::string overwritten;  // the gradients that a second call left as they were (= instead of +=)
+  const char* names[] = {"ds", "de", "dW_c", "dg_s", "dg_g"};
+  int i = 0;
+  for (auto [a, b] : {std::pair{&ds2, &ds}, {&de2, &de}, {&dw_c2, &dw_c}, {&dg_s2, &dg_s}, {&dg_g2, &dg_g}}) {
     worst = std::max(worst, rel_diff(*a, twice(*b)));
-  bool nonzero = false;
-  for (double v : dw_c) nonzero = nonzero || v != 0;
-  report("all five gradients", worst < 1e-12 && nonzero, fmt("max diff %.2e", worst));
+    if (!all_zero(*b) && rel_diff(*a, *b) < 1e-12) overwritten += std::string(overwritten.empty() ? "" : ", ") + names[i];
+    ++i;
+  }
+  const bool nothing = all_zero(ds) && all_zero(de) && all_zero(dw_c) && all_zero(dg_s) && all_zero(dg_g);
+  if (nothing)
+    report("all five gradients", false, "the gradient is all zeros: nothing was written to ds, de, dW_c, dg_s, dg_g");
+  else if (!overwritten.empty())
+    report("all five gradients", false, "a second call did not add: " + overwritten + " overwritten (=), not accumulated (+=)");
+  else
+    report("all five gradients", worst < 1e-12, fmt("max diff %.2e", worst));
+
+  if (failures) {  // name the mistake: compare with known wrong variants of the library's gradients
+    // dns = du W_c[:, :D], dng = du W_c[:, D:]: what the matrix part sends to the two norms
+    std::vector<double> dns(N * D, 0.0), dng(N * D, 0.0);
+    for (int n = 0; n < N; ++n)
+      for (int o = 0; o < D; ++o)
+        for (int c = 0; c < D; ++c)
+          dns[n * D + c] += w[n * D + o] * w_c[o * 2 * D + c], dng[n * D + c] += w[n * D + o] * w_c[o * 2 * D + D + c];
+    std::vector<double> swapped(dw_c.size());  // your dW_c with its halves swapped
+    for (int o = 0; o < D; ++o)
+      for (int c = 0; c < D; ++c) swapped[o * 2 * D + c] = dw_c[o * 2 * D + D + c], swapped[o * 2 * D + D + c] = dw_c[o * 2 * D + c];
+    const std::vector<double> dw_lib = lib("w_c.weight");
+    auto matches = [&](NormBug bug) {
+      return rel_diff(ds, norm_backward(dns, s, g_s, cache.rs, bug)) < 1e-9 && rel_diff(de, norm_backward(dng, e, g_g, cache.rg, bug)) < 1e-9;
+    };
+    const bool matrix_ok = rel_diff(dw_c, dw_lib) < 1e-10, gains_ok = rel_diff(dg_s, lib("state_norm.weight")) < 1e-10 &&
+                                                                     rel_diff(dg_g, lib("gate_norm.weight")) < 1e-10;
+    const bool inputs_ok = rel_diff(ds, ds_lib) < 1e-10 && rel_diff(de, de_lib) < 1e-10;
+    std::string diagnosis;
+    int hint = 2;
+    if (nothing)
+      diagnosis = "likely: the gradient is all zeros: nothing was written to ds, de, dW_c, dg_s, dg_g", hint = 1;
+    else if (!overwritten.empty() && matrix_ok && gains_ok && inputs_ok)
+      diagnosis = "diagnosis: your backward overwrites (=) instead of accumulating (+=): " + overwritten, hint = 1;
+    else if (!matrix_ok && rel_diff(swapped, dw_lib) < 1e-10)
+      diagnosis = "diagnosis: the two halves of W_c are swapped: the left half W_c[:, :D] multiplies N_s(s), the right half N_g(e)", hint = 2;
+    else if (matrix_ok && gains_ok && matches(NormBug::kNoMean))
+      diagnosis = "diagnosis: the RMSNorm backward misses its mean term: dx = r * (dxhat - xhat * mean(dxhat * xhat)), not r * dxhat", hint = 3;
+    else if (matrix_ok && gains_ok && matches(NormBug::kNoGain))
+      diagnosis = "diagnosis: the RMSNorm backward misses the gain: dxhat = dy * g before the norm's own backward", hint = 3;
+    else if (matrix_ok && gains_ok)
+      diagnosis = "likely: the matrix and the gains are right; the error is in the RMSNorm backward to s and e", hint = 3;
+    else if (!matrix_ok)
+      diagnosis = "likely: dW_c is wrong: start with the matrix part, u = W_c[:, :D] ns + W_c[:, D:] ng", hint = 1;
+    else
+      diagnosis = "likely: a gain's gradient is wrong: ns = shat * g_s, so dg_s collects dns * shat over the rows", hint = 2;
+    std::printf("%s\n", diagnosis.c_str());
+    std::printf("stuck? read exercises/hints/concat_backward.md, hint %d\n", hint);
+  }
+#ifdef FBT_EXERCISE_UNSOLVED
+  if (nothing) {
+    std::printf("NOT ATTEMPTED: exercises/concat_backward.hpp is the shipped stub (it defines FBT_EXERCISE_UNSOLVED and writes\n"
+                "nothing). Delete that line when you start; exit status 77 (ctest: skipped)\n");
+    return 77;
+  }
+  std::printf("note: your file still defines FBT_EXERCISE_UNSOLVED; delete that line\n");
+#endif
 
   std::printf("%s: %d check(s) failed\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;

@@ -6,10 +6,15 @@
 //     cmake --build build --target exercise_concat_backward_student
 //     build/exercises/check_concat_backward_student
 // It compares your gradients with central finite differences and with fbt's own ConcatFuser.
+// Stuck? exercises/hints/concat_backward.md has three graded hints; the checker tells you which to read.
 // The reference solution is exercises/solutions/concat_backward.hpp: read it only after trying.
 #pragma once
 
 #include "given/concat_forward.hpp"
+
+// The mark of the shipped, untouched file: with it, and nothing written, the checker says "not attempted"
+// (exit 77, ctest: skipped) instead of FAIL. Delete this line when you start.
+#define FBT_EXERCISE_UNSOLVED 1
 
 namespace fbt_course {
 
@@ -26,16 +31,7 @@ namespace fbt_course {
 template <class T>
 void concat_backward(const ConcatParams<T>& p, const ConcatCache<T>& cache, const T* s, const T* e, const T* du, T* ds, T* de,
                      ConcatGrads<T>& g, int N) {
-  // TODO (exercise E1): write this body. Until you do, every gradient stays zero and the check fails.
-  //
-  // Work it out in three steps (per row n; D = p.D; xhat = x * r is the normalised row before the gain):
-  //  1. The matrix: u[n, o] = sum_c W_c[o, c] ns[n, c] + sum_c W_c[o, D + c] ng[n, c], so
-  //       dW_c[o, c]     += du[n, o] ns[n, c]          dW_c[o, D + c] += du[n, o] ng[n, c]
-  //       dns[n, c]       = sum_o du[n, o] W_c[o, c]   dng[n, c]       = sum_o du[n, o] W_c[o, D + c]
-  //  2. The gains: ns = shat * g_s with shat = s * rs, so  dg_s[c] += sum_n dns[n, c] shat[n, c]  (same for g_g).
-  //  3. Through the RMSNorm (dshat = dns * g_s; see the header of include/fbt/ops/rmsnorm.hpp):
-  //       ds[n, c] += rs[n] * (dshat[n, c] - shat[n, c] * mean_c'(dshat[n, c'] shat[n, c']))   (same for e)
-  // You may compose fbt's kernels instead (fbt::linear_backward, fbt::rmsnorm_backward) if you like.
+  // TODO (exercise E1): write this body. See exercises/hints/concat_backward.md if stuck.
   (void)p, (void)cache, (void)s, (void)e, (void)du, (void)ds, (void)de, (void)g, (void)N;  // delete this line
 }
 

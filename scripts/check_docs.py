@@ -28,6 +28,7 @@
       <!-- docs-check: long (about 2 min of training) -->   not run (--long runs it, unless it builds)
       <!-- docs-check: skip (needs torch) -->              never run: needs what the check lacks
       <!-- docs-check: exit 1 (the stub fails) -->         runs, and must exit with status 1
+      <!-- docs-check: exit 77 or 0 (stub or solved) -->   runs, and must exit with one of the statuses
   A marker applies to every command of the fence, or with "for: PREFIX" only to the commands
   that start with PREFIX. A long command may name a quick stand-in, run in its place, that leaves
   what the page's later commands need (a checkpoint, a log):
@@ -318,7 +319,7 @@ class Command:
     def __init__(self, page, line, text):
         self.page, self.line, self.text = page, line, text
         self.kind = "run"      # run | long | skip
-        self.exit = 0          # the expected exit status
+        self.exit = (0,)       # the expected exit statuses (any of them)
         self.reason = ""
         self.instead = None    # the stand-in of a long command
         self.problem = None    # why it cannot run as written
@@ -373,14 +374,14 @@ def fence_commands(page, fence):
     return cmds
 
 
-MARKER_SYNTAX = re.compile(r"^(long|skip|exit\s+(\d+))\b\s*(.*)$", re.S)
+MARKER_SYNTAX = re.compile(r"^(long|skip|exit\s+(\d+(?:\s+or\s+\d+)*))\b\s*(.*)$", re.S)
 
 
 def parse_marker(text):
     """'long (why) for: PREFIX instead: COMMAND' -> dict, or a string saying what is wrong."""
     m = MARKER_SYNTAX.match(text)
     if not m:
-        return "unknown docs-check marker %r (long, skip or exit N)" % text
+        return "unknown docs-check marker %r (long, skip, exit N or exit N or M)" % text
     kind = "exit" if m.group(2) else m.group(1)
     rest = m.group(3).strip()
     reason = ""
@@ -401,7 +402,7 @@ def parse_marker(text):
     prefix, instead = m2.group(1), m2.group(2)
     if instead and kind != "long":
         return "instead: belongs to a long marker (%r)" % text
-    return {"kind": kind, "exit": int(m.group(2)) if m.group(2) else 0, "reason": reason,
+    return {"kind": kind, "exit": tuple(int(x) for x in re.findall(r"\d+", m.group(2))) if m.group(2) else (0,), "reason": reason,
             "for": prefix, "instead": instead}
 
 
@@ -500,7 +501,7 @@ def check_commands(pages, build_dir=None, timeout=60.0, run_long=False, long_tim
     try:
         for c in commands:
             where = "%s:%d" % (c.page, c.line)
-            label = c.kind if c.exit == 0 else "%s, exit %d" % (c.kind, c.exit)
+            label = c.kind if c.exit == (0,) else "%s, exit %s" % (c.kind, " or ".join(map(str, c.exit)))
             if c.reason:
                 label += " (%s)" % c.reason
             problem = program_problem(c) if c.kind == "run" else c.problem
@@ -530,8 +531,8 @@ def check_commands(pages, build_dir=None, timeout=60.0, run_long=False, long_tim
                 preludes[c.page].append(script)
             if timed_out:
                 status = "FAIL: no exit within %g s (mark it <!-- docs-check: long -->)" % limit
-            elif rc != c.exit:
-                status = "FAIL: exit status %d, expected %d" % (rc, c.exit)
+            elif rc not in c.exit:
+                status = "FAIL: exit status %d, expected %s" % (rc, " or ".join(map(str, c.exit)))
             else:
                 status = "ok"
             print("%s: [%s] %.1f s %s: %s%s" % (where, label, secs, status, short(c.text), instead))

@@ -1,0 +1,45 @@
+// exercises/mutants/chain_backward_no_carry.hpp: a MUTANT of exercise E2's solution, with one deliberate bug:
+// no carry: the carry is never filled, so the loss of pass j never reaches pass j-1.
+// Built as exercise_chain_backward_mutant_no_carry; the ctest test exercises.chain_backward.mutant_no_carry checks
+// that the checker names this bug (exercises/CMakeLists.txt).
+#pragma once
+
+#include <vector>
+
+#include "../given/toy_chain.hpp"
+
+namespace fbt_course {
+
+template <class T>
+void toy_chain_backward(const ToyChain<T>& p, const ToyChainCache<T>& cache, const T* X, const T* R, T* dX, T* dA, T* dW) {
+  const int N = p.N(), D = p.D;
+  std::vector<T> carry(std::size_t(N) * D, T(0));  // (N, D)  dLoss/dH_j from the passes after j
+  std::vector<T> dZ(std::size_t(N) * D);           // (N, D)
+  std::vector<T> dS(std::size_t(N) * D);           // (N, D)
+  for (int j = p.K - 1; j >= 0; --j) {
+    const std::vector<T>& H = cache.H[j];  // (N, D)
+    const std::vector<T>& S = cache.S[j];  // (N, D)
+    const T c = p.pass_weight(j);
+    // dZ = (c R + carry) * tanh'(Z)
+    for (std::size_t i = 0; i < dZ.size(); ++i) dZ[i] = (c * R[i] + carry[i]) * (T(1) - H[i] * H[i]);
+    // Z = X A^T + S W^T
+    std::fill(dS.begin(), dS.end(), T(0));
+    for (int n = 0; n < N; ++n)
+      for (int o = 0; o < D; ++o) {
+        const T d = dZ[std::size_t(n) * D + o];
+        for (int k = 0; k < D; ++k) {
+          dX[std::size_t(n) * D + k] += d * p.A[std::size_t(o) * D + k];
+          dA[std::size_t(o) * D + k] += d * X[std::size_t(n) * D + k];
+          if (j > 0) {
+            dW[std::size_t(o) * D + k] += d * S[std::size_t(n) * D + k];
+            dS[std::size_t(n) * D + k] += d * p.W[std::size_t(o) * D + k];
+          }
+        }
+      }
+    // the carry for pass j-1: S_j[b, t] = H_{j-1}[b, t-1]  =>  dH_{j-1}[b, t-1] += dS_j[b, t]
+    std::fill(carry.begin(), carry.end(), T(0));
+    // BUG: no carry for pass j-1
+  }
+}
+
+}  // namespace fbt_course
