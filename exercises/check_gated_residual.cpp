@@ -121,10 +121,11 @@ bool check_fuser() {
   };
   // your backward, into zeroed buffers (forward first: backward reads the cache)
   b.ps.zero_grad();
-  std::vector<double> ds(N * D, 0.0), de(N * D, 0.0);
+  std::vector<double> ds(N * D, 0.0), de(N * D, 0.0);  // (N, D) each
   b.forward(s.data(), e.data(), u.data());
   b.backward(s.data(), e.data(), w.data(), ds.data(), de.data());
-  std::vector<double> dW_g(b.ps.grad(names[0]), b.ps.grad(names[0]) + 2 * D * D), dW_s(b.ps.grad(names[1]), b.ps.grad(names[1]) + D * D);
+  std::vector<double> dW_g(b.ps.grad(names[0]), b.ps.grad(names[0]) + 2 * D * D);  // (D, 2D)
+  std::vector<double> dW_s(b.ps.grad(names[1]), b.ps.grad(names[1]) + D * D);      // (D, D)
 
   std::printf("    gradients against central finite differences (h = 1e-5; PASS: rel err < 1e-6, not all zero)\n");
   struct Item { const char* name; double* x; const double* grad; std::size_t n; };
@@ -138,7 +139,7 @@ bool check_fuser() {
   }
 
   // accumulation: a second backward adds the same again
-  std::vector<double> ds2 = ds, de2 = de;
+  std::vector<double> ds2 = ds, de2 = de;  // (N, D) each
   b.forward(s.data(), e.data(), u.data());
   b.backward(s.data(), e.data(), w.data(), ds2.data(), de2.data());
   double acc = 0, scale = 1e-300;
@@ -149,7 +150,7 @@ bool check_fuser() {
 
   // a detached pass: ds null, the other gradients unchanged
   b.ps.zero_grad();
-  std::vector<double> de3(N * D, 0.0);
+  std::vector<double> de3(N * D, 0.0);  // (N, D)
   b.forward(s.data(), e.data(), u.data());
   b.backward(s.data(), e.data(), w.data(), nullptr, de3.data());
   const double dd = std::max({max_abs_diff(de3.data(), de.data(), de.size()), max_abs_diff(b.ps.grad(names[0]), dW_g.data(), dW_g.size()),

@@ -35,7 +35,7 @@ struct Row {
   std::string fuser;
   std::size_t params = 0;
   fbt::EvalReport e;
-  double seconds = 0;
+  double seconds = 0;  // wall time of the whole run: building the trainer, the steps, the evaluation (column `train s`)
 };
 
 /// The same model and schedule for every fuser; only `fuser` differs (the baseline made single-pass).
