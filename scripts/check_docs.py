@@ -459,9 +459,10 @@ SHELL_WORDS = set("for while until if case { ( [ [[ ! cd echo printf export set 
 
 
 def rewrite(text, build_dir, tmp_dir):
+    # /tmp/ first: the build directory may itself be under /tmp (a CI clone), and must not be rewritten.
+    text = re.sub(r"(?<![\w.-])/tmp/", tmp_dir.replace("\\", "\\\\") + "/", text)
     # "build" as a path (build/tools/fbt, --test-dir build, scripts/build.sh build), not --build or build.sh.
-    text = re.sub(r"(?<![\w./-])build(?=/|\s|$|;|\))", build_dir.replace("\\", "\\\\"), text)
-    return re.sub(r"(?<![\w.-])/tmp/", tmp_dir.replace("\\", "\\\\") + "/", text)
+    return re.sub(r"(?<![\w./-])build(?=/|\s|$|;|\))", build_dir.replace("\\", "\\\\"), text)
 
 
 def run_one(script, timeout, env):
