@@ -4,7 +4,7 @@
 # then their tables (scripts/tables.py), the token-multiplier fit (scripts/multiplier.py) and figures
 # (scripts/plots.py), next to each grid's results: OUT_DIR/<grid>/{summary.csv,runs.md,tasks.md,multiplier.md}, OUT_DIR/figures/.
 #
-#   bash scripts/experiments.sh [TEXT_FILE] [OUT_DIR]        (defaults: ../shared/data/tinyshakespeare.txt, runs/experiments)
+#   bash scripts/experiments.sh [TEXT_FILE] [OUT_DIR]        (defaults: data/tinyshakespeare.txt, from scripts/get_data.sh; runs/experiments)
 #
 # FBT_EXPERIMENTS="multiplier multiplier_tasks stability tasks ablation paper_recipe state_tasks shakespeare_paper" picks grids (FBT_EXPERIMENTS=none: only
 # the tables and figures of existing results); FBT_RESULTS_DIR copies the quoted results out (see the end); FBT_JOBS (default 2) runs at a time.
@@ -12,11 +12,11 @@
 # (bash scripts/build.sh build); the figures need matplotlib (python3-matplotlib).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-text="${1:-../shared/data/tinyshakespeare.txt}"
+text="${1:-data/tinyshakespeare.txt}"
 out="${2:-runs/experiments}"
 fbt="${FBT_BIN:-build/tools/fbt}"
 [[ -x "$fbt" ]] || { echo "experiments.sh: $fbt not found; build first: bash scripts/build.sh build" >&2; exit 1; }
-[[ -f "$text" ]] || { echo "experiments.sh: text file '$text' not found (give its path as the first argument)" >&2; exit 1; }
+[[ -f "$text" ]] || { echo "experiments.sh: text file '$text' not found (bash scripts/get_data.sh fetches it, or give a text file as the first argument)" >&2; exit 1; }
 all="multiplier multiplier_tasks stability tasks ablation paper_recipe state_tasks shakespeare_paper"
 for g in ${FBT_EXPERIMENTS:-$all}; do
   [[ $g == none ]] && continue
