@@ -56,13 +56,13 @@ template <class M> std::vector<std::vector<double>> recompute_logits(M& m, const
   std::vector<double> X(std::size_t(n) * D, 0.0);
   const PassRun plain = run_passes(m, full, 1);
   // the prompt's inputs: plain, or (fused(k)) those of pass k+1 over the prompt alone
-  const PassRun chain = run_passes(m, prompt, mode.mode == DecodeMode::Fused ? 1 + mode.k : 1);
-  const std::vector<double>& xp = mode.mode == DecodeMode::Fused ? chain.x0.back() : plain.x0[0];
+  const PassRun chain = run_passes(m, prompt, mode.prefill_passes());
+  const std::vector<double>& xp = mode.prefill_passes() > 1 ? chain.x0.back() : plain.x0[0];
   std::copy(xp.begin(), xp.begin() + std::size_t(P) * D, X.begin());
   std::vector<std::vector<double>> fixed(2, std::vector<double>(std::size_t(n) * D, 0.0));
   std::vector<int> prefix{0, P};
   for (int t = P; t < n; ++t) {
-    if (mode.mode == DecodeMode::Standard) {
+    if (!mode.feeds_back()) {
       std::copy(plain.x0[0].begin() + std::size_t(t) * D, plain.x0[0].begin() + std::size_t(t + 1) * D, X.begin() + std::size_t(t) * D);
     } else {
       fixed[1] = forward_inputs(m, full, X).second;  // true states of positions < t
@@ -186,7 +186,7 @@ TEST(Invariant4, FusedPrefillEqualsPassKPlusOne) {
     Decoder<Model<double>> dec(m);
     TinyBatch tb = tiny_batch(1, 7, cfg.vocab_size, 63);
     for (int k = 1; k <= 3; ++k) {
-      auto s = dec.new_sequence(7, DecodeModeSpec{DecodeMode::Fused, k});
+      auto s = dec.new_sequence(7, DecodeModeSpec::parse("fused(" + std::to_string(k) + ")"));
       std::vector<double> lg(cfg.vocab_size);
       dec.prefill(s, tb.tokens.data(), 7, lg.data());
       const PassRun r = run_passes(m, tb.batch(), k + 1);

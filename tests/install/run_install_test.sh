@@ -30,8 +30,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 case "$mode" in
-  find_package|add_subdirectory) ;;
-  *) echo "usage: run_install_test.sh find_package|add_subdirectory [options]" >&2; exit 2 ;;
+  find_package|add_subdirectory|own_project) ;;
+  *) echo "usage: run_install_test.sh find_package|add_subdirectory|own_project [options]" >&2; exit 2 ;;
 esac
 if [[ -z "$work" ]]; then
   work="$(mktemp -d)"
@@ -48,6 +48,59 @@ common=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
 [[ -n "$make_program" ]] && common+=("-DCMAKE_MAKE_PROGRAM=$make_program")
 
 step() { echo "== [$mode] $*"; }
+
+if [[ "$mode" == own_project ]]; then
+  # examples/own_project against the installed package: its command (mytool) runs the research loop on the
+  # project's own fuser (lowrank, option rank), decoding policy (soft_first) and optimizer (sgdm)
+  prefix="$work/prefix"
+  step "install fbt into $prefix"
+  "$cmake_bin" -S "$src" -B "$work/fbt-build" "${common[@]}" -DCMAKE_INSTALL_PREFIX="$prefix" \
+    -DFBT_BUILD_TESTS=OFF -DFBT_BUILD_EXAMPLES=OFF -DFBT_BUILD_BENCHMARKS=OFF -DFBT_BUILD_TOOLS=OFF -DFBT_WITH_CUDA=OFF
+  "$cmake_bin" --build "$work/fbt-build"
+  "$cmake_bin" --install "$work/fbt-build"
+  [[ -f "$prefix/include/fbt/cli.hpp" && -f "$prefix/share/cmake/fbt/fbtCliTargets.cmake" ]] || { echo "FAIL: fbt/cli.hpp or fbt::cli was not installed" >&2; exit 1; }
+  step "build examples/own_project (find_package(fbt COMPONENTS cli))"
+  "$cmake_bin" -S "$src/examples/own_project" -B "$work/own-build" "${common[@]}" -DCMAKE_PREFIX_PATH="$prefix"
+  "$cmake_bin" --build "$work/own-build"
+  tool="$work/own-build/mytool"
+  run="$work/runs"
+  tiny=(--hidden_size 32 --num_hidden_layers 2 --num_attention_heads 2 --num_key_value_heads 1 --intermediate_size 64 --seq_len 32
+        --batch_size 4 --eval_windows 2 --seq_eval_windows 1 --monitor_passes 2 --data task:running_sum --task_length 12 --progress false)
+  expect() {  # expect PATTERN CMD...: runs CMD, prints its output, fails unless it exits 0 and prints PATTERN
+    local pat="$1"; shift
+    local out
+    out="$("$@" 2>&1)" || { echo "$out"; echo "FAIL: exit status $? of: $*" >&2; exit 1; }
+    echo "$out"
+    grep -Eq -- "$pat" <<<"$out" || { echo "FAIL: no \"$pat\" in the output of: $*" >&2; exit 1; }
+  }
+  step "train the user fuser with its option and the user optimizer; resume it bit-identically"
+  expect "eval @ step 8" "$tool" train "${tiny[@]}" --fuser lowrank --fuser.rank 4 --optimizer sgdm --optimizer.momentum 0.8 --lr 0.05 \
+    --steps 8 --checkpoint_every 4 --feedback_start 0.25 --out_dir "$run/full"
+  expect "eval @ step 4" "$tool" train "${tiny[@]}" --fuser lowrank --fuser.rank 4 --optimizer sgdm --optimizer.momentum 0.8 --lr 0.05 \
+    --steps 8 --checkpoint_every 4 --feedback_start 0.25 --out_dir "$run/half" --steps 4
+  expect "eval @ step 8" "$tool" train --resume "$run/half/checkpoint" --steps 8 --out_dir "$run/half"
+  cmp "$run/full/checkpoint/model.safetensors" "$run/half/checkpoint/model.safetensors" || { echo "FAIL: resumed weights differ" >&2; exit 1; }
+  cmp "$run/full/checkpoint/train_state.safetensors" "$run/half/checkpoint/train_state.safetensors" || { echo "FAIL: resumed state differs" >&2; exit 1; }
+  step "refusals name the option"
+  if out="$("$tool" train "${tiny[@]}" --fuser lowrank --fuser.rank 0 --out_dir "$run/bad" 2>&1)"; then echo "FAIL: rank 0 accepted" >&2; exit 1; fi
+  grep -q "fuser_options.rank: must be in \[1, 1024\], got 0" <<<"$out" || { echo "$out"; echo "FAIL: rank 0 not named" >&2; exit 1; }
+  step "eval, sample in every mode (the user policy too), logits, export plain and full"
+  expect "fuser lowrank.*pass 2 validation loss" "$tool" eval --checkpoint "$run/full/checkpoint" --windows 2 --seq_windows 1 --monitor 0
+  for mode in standard soft "fused(2)" "soft_first(3)"; do
+    expect "sample 1 \\($mode" "$tool" sample --checkpoint "$run/full/checkpoint" --prompt "0123" --mode "$mode" --temperature 0 --max_new_tokens 6
+  done
+  expect "3 passes x" "$tool" logits --checkpoint "$run/full/checkpoint" --text "0123" --out "$work/logits.npy"
+  expect "Qwen3ForCausalLM \\(the plain part\\)" "$tool" export --checkpoint "$run/full/checkpoint" --hf "$work/hf_plain" --plain true
+  expect "full-bandwidth model, fuser lowrank" "$tool" export --checkpoint "$run/full/checkpoint" --hf "$work/hf_full"
+  grep -q '"rank": *4' "$work/hf_full/config.json" || { echo "FAIL: the full export does not record fuser_options.rank" >&2; exit 1; }
+  expect "sample 1 \\(soft" "$tool" sample --checkpoint "$work/hf_full" --prompt "0123" --temperature 0 --max_new_tokens 4
+  step "ablate a 2x2 grid over the user fuser and its rank (glu's two runs are one)"
+  expect "same run as fuser=glu\\+fuser.rank=4\\+seed=1" "$tool" ablate "${tiny[@]}" --vary "fuser=glu|lowrank" --vary "fuser.rank=4|8" \
+    --tokens 2000 --evals 1 --task_examples 0 --decode_timing 0 --out_dir "$run/grid"
+  grep -q "fuser=lowrank+fuser.rank=8+seed=1" "$run/grid/summary.csv" || { echo "FAIL: summary.csv lacks the rank-8 run" >&2; exit 1; }
+  echo "own_project: every command ran on the project's own types"
+  exit 0
+fi
 
 if [[ "$mode" == find_package ]]; then
   prefix="$work/prefix"

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tools/ablate.hpp"
+#include "fbt/ablate.hpp"
 #include "../common/io_test.hpp"
 
 // The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
@@ -47,6 +47,8 @@ std::vector<std::string> lines(const std::string& p) {
 
 }  // namespace
 
+class AblateFiles : public TempDirTest {};
+
 TEST(AblateGrid, ExpandsRunsTimesVaryTimesSeedsWithTokenBudgets) {
   AblationGrid g = tiny_grid("out");
   g.runs = {{{"fuser", "none"}, {"tokens", "768"}}, {{"fuser", "glu"}}};
@@ -73,6 +75,50 @@ TEST(AblateGrid, ExpandsRunsTimesVaryTimesSeedsWithTokenBudgets) {
   EXPECT_EQ(expand_grid(g)[0].name, "pass_mix=2_0.75_3_0.25+seed=3");
 }
 
+// A baseline crossed with schedule settings is single-pass whatever they say: runs whose effective config is
+// the same are trained once and reported under every name, with the values they did not use said.
+TEST(AblateGrid, RunsWithTheSameEffectiveConfigAreOneRun) {
+  AblationGrid g = tiny_grid("out");
+  g.vary = {{"fuser", {"none", "glu"}}, {"feedback_start", {"0.25", "0.75"}}};
+  const auto runs = expand_grid(g);
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_EQ(runs[0].name, "fuser=none+feedback_start=0.25+seed=1");
+  EXPECT_EQ(runs[0].same_as, "");
+  EXPECT_EQ(runs[1].name, "fuser=none+feedback_start=0.75+seed=1");
+  EXPECT_EQ(runs[1].same_as, "fuser=none+feedback_start=0.25+seed=1");
+  ASSERT_EQ(runs[1].overridden.size(), 1u);
+  EXPECT_NE(runs[1].overridden[0].find("feedback_start=0.75 (fuser none trains single-pass: feedback_start 1)"), std::string::npos)
+      << runs[1].overridden[0];
+  EXPECT_EQ(runs[2].same_as, "");  // glu at 0.25 and at 0.75 differ
+  EXPECT_EQ(runs[3].same_as, "");
+  // an option of another axis's fuser is dropped where it does not apply, and said so
+  g.vary = {{"fuser", {"none", "gated_add"}}, {"fuser.alpha", {"0.1", "0.5"}}};
+  const auto r2 = expand_grid(g);
+  ASSERT_EQ(r2.size(), 4u);
+  EXPECT_EQ(r2[1].same_as, r2[0].name);
+  EXPECT_NE(r2[0].overridden.at(0).find("fuser.alpha=0.1 (fuser none has no such option)"), std::string::npos) << r2[0].overridden.at(0);
+  EXPECT_EQ(r2[3].same_as, "");
+  EXPECT_EQ(r2[3].cfg.model.fuser_options.at("alpha").s, "0.5");
+}
+
+TEST_F(AblateFiles, ARunTrainedOnceIsReportedUnderEveryName) {
+  AblationGrid g = tiny_grid(path("grid"));
+  g.vary = {{"fuser", {"none"}}, {"feedback_start", {"0.25", "0.75"}}};
+  g.task_examples = 0;
+  ASSERT_EQ(run_grid(g, nullptr), 0);
+  const std::string a = "fuser=none+feedback_start=0.25+seed=1", b = "fuser=none+feedback_start=0.75+seed=1";
+  EXPECT_TRUE(fs::exists(path("grid/" + a + "/checkpoint")));
+  EXPECT_FALSE(fs::exists(path("grid/" + b + "/checkpoint")));  // not trained again
+  const nlohmann::json rb = read_json(path("grid/" + b + "/result.json"));
+  EXPECT_EQ(rb["same_as"], a);
+  EXPECT_EQ(rb["name"], b);
+  EXPECT_EQ(rb["eval"], read_json(path("grid/" + a + "/result.json"))["eval"]);
+  const auto rows = lines(path("grid/summary.csv"));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_NE(rows[2].find(b), std::string::npos);
+  EXPECT_NE(rows[2].find(a), std::string::npos);  // the same_as column
+}
+
 TEST(AblateGrid, RefusesBadInputNamingTheRunAndField) {
   AblationGrid g = tiny_grid("out");
   g.vary = {{"fuser", {"glu", "bogus"}}};
@@ -89,7 +135,6 @@ TEST(AblateGrid, RefusesBadInputNamingTheRunAndField) {
   EXPECT_FBT_ERROR(expand_grid(g), "seed list is empty");
 }
 
-class AblateFiles : public TempDirTest {};
 
 TEST_F(AblateFiles, GridFileIsReadAndUnknownKeysAreRefused) {
   const std::string p = path("grid.json");

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <limits>
 
-#include "tools/cli.hpp"
+#include "fbt/cli/args.hpp"
 #include "../common/io_test.hpp"
 
 // The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.

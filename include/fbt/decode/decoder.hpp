@@ -21,33 +21,10 @@
 
 #include "../detail/input.hpp"
 #include "../model/backend_model.hpp"
+#include "policy.hpp"
 #include "sampling.hpp"
 
 namespace fbt {
-
-enum class DecodeMode { Standard, Soft, Fused };
-
-struct DecodeModeSpec {
-  DecodeMode mode = DecodeMode::Standard;
-  int k = 0;  ///< fused(k): number of fed-back prefill passes
-  /// "standard", "soft", "fused(k)" (also "fusedK" / "fused" = fused(1)).
-  static DecodeModeSpec parse(const std::string& s) {
-    if (s == "standard") return {DecodeMode::Standard, 0};
-    if (s == "soft") return {DecodeMode::Soft, 0};
-    if (s.rfind("fused", 0) == 0) {
-      std::string n = s.substr(5);
-      if (n.size() >= 2 && n.front() == '(' && n.back() == ')') n = n.substr(1, n.size() - 2);
-      if (n.empty()) return {DecodeMode::Fused, 1};
-      char* end = nullptr;
-      const long k = std::strtol(n.c_str(), &end, 10);
-      if (end && *end == 0 && k >= 1 && k <= 1000) return {DecodeMode::Fused, int(k)};
-    }
-    throw Error("unknown decoding mode \"" + detail::excerpt(s) + "\" (expected standard, soft or fused(k) with k in [1, 1000])");
-  }
-  std::string name() const {
-    return mode == DecodeMode::Standard ? "standard" : mode == DecodeMode::Soft ? "soft" : "fused(" + std::to_string(k) + ")";
-  }
-};
 
 /// One request's decoding state, in the backend's memory.
 template <class M, class Be = CpuBackend<typename M::Scalar>> struct Sequence {
@@ -57,6 +34,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> struct Sequence {
   typename Be::template Buf<T> k, v;  ///< per layer l, (capacity, KD_l) keys (after QK-norm and RoPE) and values, layer after layer
   typename Be::template Buf<T> h;     ///< (D) state of the last position: what the next token is fused with
   bool has_h = false;
+  int generated = 0;       ///< tokens fed after the prefill (what the policy's feed() is told)
   DecodeModeSpec mode;
 };
 
@@ -91,7 +69,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
     FBT_ASSERT(capacity > 0 && capacity <= m_.opts.max_position_embeddings,
                "sequence capacity " + std::to_string(capacity) + " must be in [1, max_position_embeddings=" +
                    std::to_string(m_.opts.max_position_embeddings) + "]");
-    FBT_ASSERT(mode.mode == DecodeMode::Standard || fb, "decoding mode " + mode.name() + " needs a feedback fuser (the model's fuser is none)");
+    FBT_ASSERT(!mode.feeds_back() || fb, "decoding mode " + mode.name() + " needs a feedback fuser (the model's fuser is none)");
     Seq s;
     s.capacity = capacity, s.mode = mode;
     const std::size_t n = std::size_t(capacity) * kd_sum_;
@@ -108,12 +86,14 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
     FBT_ASSERT(P <= s.capacity, "prompt of " + std::to_string(P) + " tokens exceeds the sequence capacity " + std::to_string(s.capacity));
     const int D = m_.D, V = m_.V, L = m_.L;
     const Weights<T> w = weights_();
-    if (s.mode.mode != DecodeMode::Standard) refresh_pre_table(w);
+    if (s.mode.feeds_back()) refresh_pre_table(w);
     docs_.assign(P, 0);
     int start = 0;  // the last document start in the prompt
     for (int t = 0; t < P; ++t)
       if (t == 0 || prompt[t] == sep_) docs_[t] = 1, start = t;
-    const int passes = s.mode.mode == DecodeMode::Fused ? 1 + s.mode.k : 1;
+    const int passes = s.mode.prefill_passes();
+    FBT_ASSERT(passes >= 1 && (passes == 1 || fb), "decoding mode " + s.mode.name() + ": " + std::to_string(passes) +
+                                                      " prefill passes (at least 1; more than 1 needs a feedback fuser)");
     PassRunner<M, Be> run(*be_, m_, w, ws_);
     run.prepare(1, P, 1, false);
     run.begin_batch(prompt, docs_.data(), nullptr);
@@ -148,7 +128,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
       const bool doc_start = tokens[r] == sep_;
       if (doc_start && m_.opts.doc_masked) s.len = 0;  // a new document: nothing before it is visible
       FBT_ASSERT(s.len < s.capacity, "sequence is full (" + std::to_string(s.capacity) + " positions)");
-      const bool fused = fb && s.mode.mode != DecodeMode::Standard && s.has_h && !doc_start;
+      const bool fused = fb && s.mode.feeds_back() && s.has_h && !doc_start && s.mode.feed(PolicyStep{s.len, s.generated});
       hmask_[r] = fused ? T(1) : T(0);
       any_fused |= fused;
       hint_[r] = tokens[r], hint_[R + r] = s.len, hint_[2 * R + r] = s.len + 1;
@@ -199,6 +179,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
     for (int r = 0; r < R; ++r) {
       seqs[r]->has_h = true;
       ++seqs[r]->len;
+      ++seqs[r]->generated;
     }
   }
 

@@ -289,6 +289,16 @@ inline ModelConfig read_model_config(const std::string& path) {
   });
 }
 
+namespace detail {
+/// Refuses a checkpoint whose fuser or block is not model type M's (naming both).
+template <class M> void ckpt_check_types(const ModelConfig& cfg, const std::string& path, const char* fn) {
+  if (cfg.fuser != M::Fuser::name)
+    ckpt_fail(fn, path, "the checkpoint's fuser is \"" + cfg.fuser + "\" but the model type's is \"" + M::Fuser::name + "\"");
+  if (cfg.block != M::Block::name)
+    ckpt_fail(fn, path, "the checkpoint's block is \"" + cfg.block + "\" but the model type's is \"" + M::Block::name + "\"");
+}
+}  // namespace detail
+
 /// \brief Loads a checkpoint into an existing model whose config must equal the file's.
 /// Refuses (fbt::Error naming the file and the field) a config that differs in any field, then checks
 /// the tensors as load_model does. On any refusal `m` is left unchanged (the values are converted into
@@ -298,7 +308,10 @@ template <class M> void load_model_into(const std::string& path, M& m) {
   detail::ckpt_guard(fn, path, [&] {
     const SafetensorsFile f = read_safetensors(path);
     const ModelConfig cfg = detail::ckpt_config(f, fn);
-    const nlohmann::json a = to_json(cfg), b = to_json(m.cfg);
+    detail::ckpt_check_types<M>(cfg, path, fn);
+    // both as a model of type M records them (options resolved, legacy fields folded): a file from before
+    // fuser_options equals the model it describes
+    const nlohmann::json a = to_json(M::normalized(cfg)), b = to_json(M::normalized(m.cfg));
     for (auto it = b.begin(); it != b.end(); ++it) {
       const auto other = a.find(it.key());
       const std::string in_file = other == a.end() ? std::string("absent") : detail::json_brief(*other);
@@ -319,8 +332,7 @@ template <class M> void load_model_into(const std::string& path, M& m) {
 /// load_model (below), for a tensor set from anywhere (one fbt file, or a Hugging Face directory's shards,
 /// io/hf.hpp); `fn` names the caller in messages.
 template <class M> M load_model_from(const CheckpointTensors& ts, const ModelConfig& cfg, const char* fn) {
-  if (cfg.fuser != M::Fuser::name)
-    detail::ckpt_fail(fn, ts.path, "the checkpoint's fuser is \"" + cfg.fuser + "\" but the model type's is \"" + M::Fuser::name + "\"");
+  detail::ckpt_check_types<M>(cfg, ts.path, fn);
   detail::ckpt_check_layout(ts, M::plan(cfg), cfg, fn);  // before anything of the model's size exists
   M m(cfg, 0);
   detail::ckpt_load_params(ts, m, fn, /*stage=*/false);
@@ -355,7 +367,14 @@ template <class M> M load_model(const std::string& path) {
 
 /// The optimizer names a training state's "optimizer" field may hold (TrainConfig::optimizer); a state
 /// without the field is AdamW's (files from before the field existed).
-inline bool known_optimizer(const std::string& o) { return o == "adamw" || o == "muon" || o == "normuon"; }
+/// An optimizer name as a train state may record it: 1 to 64 bytes of [A-Za-z0-9_.-] (which optimizers a
+/// program knows is the trainer's to check: train/optimizer.hpp).
+inline bool known_optimizer(const std::string& o) {
+  if (o.empty() || o.size() > 64) return false;
+  for (char c : o)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) return false;
+  return true;
+}
 
 /// \brief Saves the optimizer state of `ps` (atomic): tensors "adam_m.<name>" and "adam_v.<name>" for
 /// every parameter and, for NorMuon, "row_v.<name>" (shape[0]: ParamStore::row_moments) for every matrix,
@@ -364,13 +383,14 @@ inline bool known_optimizer(const std::string& o) { return o == "adamw" || o == 
 /// The row moments are written when extra's "optimizer" is "normuon", or, without that key, when `ps`
 /// holds them. Refuses an `extra` key "format" or "step" (reserved) and an unknown "optimizer".
 template <class T>
-void save_train_state(const std::string& path, const ParamStore<T>& ps, const std::map<std::string, std::string>& extra = {}) {
+void save_train_state(const std::string& path, const ParamStore<T>& ps, const std::map<std::string, std::string>& extra = {},
+                      const std::vector<TensorRef>& optimizer_state = {}) {
   std::map<std::string, std::string> meta = extra;
   for (const char* k : {"format", "step"})
     if (meta.count(k)) detail::ckpt_fail("save_train_state", path, std::string("extra metadata key \"") + k + "\" is reserved");
   auto opt = meta.find("optimizer");
   if (opt != meta.end() && !known_optimizer(opt->second))
-    detail::ckpt_fail("save_train_state", path, "extra metadata \"optimizer\" is \"" + detail::excerpt(opt->second) + "\", expected adamw, muon or normuon");
+    detail::ckpt_fail("save_train_state", path, "extra metadata \"optimizer\" is \"" + detail::excerpt(opt->second) + "\", expected an optimizer name (1 to 64 bytes of letters, digits, _ . -)");
   const bool rows = opt != meta.end() ? opt->second == "normuon" : ps.has_row_moments();
   meta["format"] = "fbt-train-state";
   meta["step"] = std::to_string(ps.step);
@@ -380,11 +400,16 @@ void save_train_state(const std::string& path, const ParamStore<T>& ps, const st
   if (rows)
     for (const auto& s : ps.specs())
       if (s.shape.size() >= 2) t.push_back({"row_v." + s.name, safetensors_dtype<T>(), Shape{s.shape[0]}, ps.row_moments() + s.row_offset});
+  for (const auto& r : optimizer_state) {
+    if (r.name.rfind("opt.", 0) != 0) detail::ckpt_fail("save_train_state", path, "optimizer state tensor \"" + detail::excerpt(r.name) + "\" must be named opt.<name>");
+    t.push_back(r);
+  }
   save_safetensors(path, t, meta);
 }
 
 namespace detail {
-template <class T> std::map<std::string, std::string> load_train_state_impl(const std::string& path, ParamStore<T>& ps, const char* fn) {
+template <class T>
+std::map<std::string, std::string> load_train_state_impl(const std::string& path, ParamStore<T>& ps, const std::vector<TensorRef>& opt_state, const char* fn) {
   auto fail = [&](const std::string& what) { detail::ckpt_fail(fn, path, what); };
   const SafetensorsFile f = read_safetensors(path);
   auto fm = f.metadata.find("format");
@@ -399,13 +424,26 @@ template <class T> std::map<std::string, std::string> load_train_state_impl(cons
   const long step = std::stol(sv);
   auto op = f.metadata.find("optimizer");  // absent: a state from before the field (AdamW's)
   if (op != f.metadata.end() && !known_optimizer(op->second))
-    fail("__metadata__ field \"optimizer\" is \"" + excerpt(op->second) + "\", expected adamw, muon or normuon");
+    fail("__metadata__ field \"optimizer\" is \"" + excerpt(op->second) + "\", expected an optimizer name");
 
   AlignedVector<T> m(ps.size()), v(ps.size()), rv(ps.row_moments_size());
+  std::vector<AlignedVector<T>> ov(opt_state.size());  // the optimizer's own tensors, staged
   std::set<std::string> seen;
   std::size_t rows_seen = 0;
   for (const auto& e : f.tensors) {
     const std::string who = "tensor \"" + st_name(e.name) + "\": ";
+    if (e.name.rfind("opt.", 0) == 0) {  // a state tensor of the optimizer's own
+      std::size_t k = 0;
+      while (k < opt_state.size() && opt_state[k].name != e.name) ++k;
+      if (k == opt_state.size()) fail(who + "unknown optimizer state tensor (the run's optimizer declares no such state)");
+      if (e.dtype != safetensors_dtype<T>()) fail(who + "dtype " + e.dtype + ", expected " + safetensors_dtype<T>() + " (state is restored bit for bit)");
+      if (e.shape != opt_state[k].shape)
+        fail(who + "shape " + detail::st_shape_str(e.shape) + " in the file, expected " + detail::st_shape_str(opt_state[k].shape));
+      ov[k].assign(std::size_t(numel(e.shape)), T(0));
+      detail::ckpt_read_tensor(f, e, ov[k].data(), fn);
+      seen.insert(e.name);
+      continue;
+    }
     const bool is_m = e.name.rfind("adam_m.", 0) == 0, is_v = e.name.rfind("adam_v.", 0) == 0, is_r = e.name.rfind("row_v.", 0) == 0;
     const std::string pname = (is_m || is_v) ? e.name.substr(7) : is_r ? e.name.substr(6) : std::string();
     if (pname.empty() || !ps.has(pname) || (is_r && ps.spec(pname).shape.size() < 2))
@@ -437,8 +475,11 @@ template <class T> std::map<std::string, std::string> load_train_state_impl(cons
         fail("missing tensor \"row_v." + s.name + "\"" + (normuon ? std::string(" (__metadata__ field \"optimizer\" is \"normuon\")") : std::string()));
   if (rows_seen > 0 && op != f.metadata.end() && !normuon)
     fail("__metadata__ field \"optimizer\" is \"" + excerpt(op->second) + "\", but the file holds NorMuon's row moments (row_v.*)");
+  for (const auto& r : opt_state)
+    if (!seen.count(r.name)) fail("missing optimizer state tensor \"" + r.name + "\"");
   std::copy(m.begin(), m.end(), ps.adam_m());
   std::copy(v.begin(), v.end(), ps.adam_v());
+  for (std::size_t k = 0; k < opt_state.size(); ++k) std::copy(ov[k].begin(), ov[k].end(), static_cast<T*>(const_cast<void*>(opt_state[k].data)));
   if (rows_seen > 0) std::copy(rv.begin(), rv.end(), ps.row_moments());
   else if (ps.has_row_moments()) std::fill(ps.row_moments(), ps.row_moments() + ps.row_moments_size(), T(0));
   ps.step = step;
@@ -457,9 +498,12 @@ template <class T> std::map<std::string, std::string> load_train_state_impl(cons
 /// row_v of one of its matrices, has a dtype other than T's or a different shape; a missing moment (the
 /// row moments: all or none, all when "optimizer" is "normuon", none when it is another); a non-finite
 /// moment or a negative second moment. On any refusal `ps` is left unchanged.
-template <class T> std::map<std::string, std::string> load_train_state(const std::string& path, ParamStore<T>& ps) {
+/// `optimizer_state`: the run's optimizer's own state tensors (train/optimizer.hpp; "opt.<name>"), each
+/// required in the file and restored into its buffer.
+template <class T>
+std::map<std::string, std::string> load_train_state(const std::string& path, ParamStore<T>& ps, const std::vector<TensorRef>& optimizer_state = {}) {
   const char* fn = "load_train_state";
-  return detail::ckpt_guard(fn, path, [&] { return detail::load_train_state_impl(path, ps, fn); });
+  return detail::ckpt_guard(fn, path, [&] { return detail::load_train_state_impl(path, ps, optimizer_state, fn); });
 }
 
 }  // namespace fbt

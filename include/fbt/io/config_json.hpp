@@ -48,7 +48,7 @@ inline const std::vector<std::string>& model_config_required_keys() {
       "vocab_size",        "hidden_size",     "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
       "head_dim",          "intermediate_size", "max_position_embeddings", "rope_theta",   "rms_norm_eps",
       "tie_word_embeddings", "qk_norm",       "initializer_range", "z_loss",              "doc_attention",
-      "fuser",             "feedback_source", "input_norm",        "glu_init",            "gated_add_alpha"};
+      "fuser",             "feedback_source", "input_norm"};
   return keys;
 }
 
@@ -74,6 +74,47 @@ inline ModelConfig qwen3_defaults() {
   return c;
 }
 
+/// \brief Options as a JSON object {name: value}. A value typed on the command line that was never
+/// resolved (OptionValue::Text) is written as the JSON literal it reads as (8, 0.5, true), else as a string.
+inline nlohmann::json options_to_json(const Options& o) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : o) {
+    switch (v.kind) {
+      case OptionValue::Bool: j[k] = v.b; break;
+      case OptionValue::Int: j[k] = v.i; break;
+      case OptionValue::Real: j[k] = v.r; break;
+      case OptionValue::String: j[k] = v.s; break;
+      default: {
+        nlohmann::json lit = nlohmann::json::parse(v.s, nullptr, /*allow_exceptions=*/false);
+        j[k] = (lit.is_number() || lit.is_boolean()) ? lit : nlohmann::json(v.s);
+      }
+    }
+  }
+  return j;
+}
+/// \brief Options from a JSON object {name: value} of booleans, numbers and strings (typed as given).
+/// Refuses anything else naming `field` ("fuser_options") and the key; at most 64 options.
+inline Options options_from_json(const nlohmann::json& j, const std::string& field, const std::string& where) {
+  auto fail = [&](const std::string& what) { throw Error(where + ": " + field + ": " + what); };
+  if (!j.is_object()) fail(std::string("must be an object {option: value}, got ") + j.type_name());
+  if (j.size() > 64) fail("holds " + std::to_string(j.size()) + " options, more than 64");
+  Options o;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string k = detail::excerpt(it.key(), 64);
+    if (it.key().empty() || it.key().size() > 64) fail("an option name must hold 1 to 64 bytes, got \"" + k + "\"");
+    const nlohmann::json& v = it.value();
+    if (v.is_boolean()) o[it.key()] = OptionValue::of_bool(v.get<bool>());
+    else if (v.is_number_integer() && !v.is_number_unsigned()) o[it.key()] = OptionValue::of_int(v.get<long long>());
+    else if (v.is_number_unsigned()) {
+      if (v.get<unsigned long long>() > (unsigned long long)std::numeric_limits<long long>::max()) fail(k + ": integer " + v.dump() + " is out of range");
+      o[it.key()] = OptionValue::of_int((long long)v.get<unsigned long long>());
+    } else if (v.is_number()) o[it.key()] = OptionValue::of_real(v.get<double>());
+    else if (v.is_string()) o[it.key()] = OptionValue::of_string(v.get<std::string>());
+    else fail(k + ": must be a boolean, number or string, got " + std::string(v.type_name()));
+  }
+  return o;
+}
+
 /// \brief The config as a JSON object: every ModelConfig field under its member name (head_dim
 /// resolved to hs()), plus "model_type": "fbt", "hidden_act": "silu", "attention_bias": false and,
 /// for a plain Qwen3 model (fuser "none" with qk_norm), "architectures": ["Qwen3ForCausalLM"].
@@ -97,8 +138,14 @@ inline nlohmann::json to_json(const ModelConfig& c) {
   j["fuser"] = c.fuser;
   j["feedback_source"] = c.feedback_source;
   j["input_norm"] = c.input_norm;
-  j["glu_init"] = c.glu_init;
-  j["gated_add_alpha"] = c.gated_add_alpha;
+  // a fuser's and a block's own options, and the block type, written when there are any / it is not the
+  // built-in one; the legacy glu_init / gated_add_alpha only when they still hold a value of their own
+  // (a config not yet built into a model: a model records them as fuser_options)
+  if (!c.fuser_options.empty()) j["fuser_options"] = options_to_json(c.fuser_options);
+  if (c.block != "decoder") j["block"] = c.block;
+  if (!c.block_options.empty()) j["block_options"] = options_to_json(c.block_options);
+  if (c.glu_init != "default") j["glu_init"] = c.glu_init;
+  if (c.gated_add_alpha != 0.1) j["gated_add_alpha"] = c.gated_add_alpha;
   // written only when used, so a uniform model's config is the same as before these fields existed
   if (c.feedback_source == "layer") j["feedback_layer"] = c.feedback_layer;
   if (!c.layer_intermediate_size.empty()) j["layer_intermediate_size"] = c.layer_intermediate_size;
@@ -143,7 +190,7 @@ inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& 
   const auto mt = j.find("model_type"), fz = j.find("fuser");
   const bool hf_qwen3 = mt != j.end() && *mt == "qwen3" && (fz == j.end() || *fz == "none");
   ModelConfig c = hf_qwen3 ? qwen3_defaults() : ModelConfig{};
-  auto get_int = [&](const std::string& k, const nlohmann::json& v, int& dst) {
+  auto get_int = [&](const std::string& k, const nlohmann::json& v, int& dst) {  // NOLINT
     if (!v.is_number_integer()) fail(k, std::string("must be an integer, got ") + v.type_name() + " " + json_brief(v));
     if (v.is_number_unsigned() ? v.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<int>::max())
                                : (v.get<std::int64_t>() > std::numeric_limits<int>::max() ||
@@ -203,6 +250,9 @@ inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& 
     else if (k == "layer_num_key_value_heads") get_ints(k, v, c.layer_num_key_value_heads);
     else if (k == "input_norm") get_str(k, v, c.input_norm);
     else if (k == "glu_init") get_str(k, v, c.glu_init);
+    else if (k == "fuser_options") c.fuser_options = options_from_json(v, k, where);
+    else if (k == "block") get_str(k, v, c.block);
+    else if (k == "block_options") c.block_options = options_from_json(v, k, where);
     else if (k == "gated_add_alpha") get_real(k, v, c.gated_add_alpha);
     else if (k == "gate_norm") get_str(k, v, c.gate_norm);
     else if (k == "in_norm_init") get_str(k, v, c.in_norm_init);

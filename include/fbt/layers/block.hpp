@@ -14,6 +14,7 @@
 
 #include <utility>
 
+#include "../core/options.hpp"
 #include "attention.hpp"
 #include "mlp.hpp"
 
@@ -34,6 +35,7 @@ struct LayerSpec {
   double init_std = 0.02;  ///< projections
   double out_std = 0.02;   ///< o_proj and down_proj (the model passes std / sqrt(2L))
   bool sandwich = false;   ///< block_norm sandwich: an RMSNorm on each branch's output too
+  OptionValues options;    ///< the block type's own options (block_options, resolved against its declare_options)
 
   AttentionSpec attention() const {
     return AttentionSpec{hidden_size, num_attention_heads, num_key_value_heads, head_dim, qk_norm, rms_norm_eps, rope_theta,
@@ -43,6 +45,9 @@ struct LayerSpec {
 };
 
 template <class Attn, class Mlp> struct PreNormBlock {
+  /// The config's block name. A block of your own made from PreNormBlock (another attention or MLP) is a
+  /// struct deriving from it with its own `static constexpr const char* name`.
+  static constexpr const char* name = "decoder";
   using Scalar = typename Attn::Scalar;
   using T = Scalar;
   static_assert(std::is_same<typename Mlp::Scalar, T>::value, "PreNormBlock: attention and MLP must have the same scalar type");

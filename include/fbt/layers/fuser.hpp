@@ -3,7 +3,9 @@
 //
 // A fuser is a layer type F (a user's as well as the built-in GluFuser, GatedAddFuser, ConcatFuser) with
 //   using Scalar = T;  static constexpr const char* name = "...";    the config's `fuser` value
-//   explicit F(const FuserArgs&)                                     built from the model's sizes
+//   explicit F(const FuserArgs&)                                     built from the model's sizes and its options
+//   static void declare_options(OptionList&)                         optional: its options (name, type, default,
+//                                                                    range, help), read from FuserArgs::options
 //   void declare(const ParamRegistry<T>& r)                          its parameters; r is scoped to model.feedback.
 //   struct Cache;                                                    one pass's activations and scratch
 //   template <class Be> void alloc(const Be&, Carver<T>& keep, Carver<T>& temp, Cache&, int N, bool grad) const
@@ -24,24 +26,34 @@
 //   pre_backward(be, w, const PreCache&, const T* e, const T* dpre, T* de, int N)   dpre summed over passes
 // Optional diagnostics of a fed-back pass (spec 6), reported with the step's statistics:
 //   FuserStats diagnostics(Be&, const Weights<T>&, const Cache&, const FuserPass<T>&) const
-// A fuser whose constructor needs more than FuserArgs specializes fbt::FuserConfig (model/builder.hpp)
-// to be built from, and recorded in, a ModelConfig. NoFuser (fuser "none") is the baseline: no feedback.
+// A fuser's options are recorded in the config (fuser_options) and the checkpoint; a fuser may also
+// specialize fbt::FuserConfig (model/builder.hpp) to be built from, and recorded in, a ModelConfig its own way. NoFuser (fuser "none") is the baseline: no feedback.
 #pragma once
 
 #include <cmath>
 #include <type_traits>
 #include <utility>
 
+#include "../core/options.hpp"
 #include "rmsnorm.hpp"
 
 namespace fbt {
 
-/// What a fuser is built from: the model's sizes (the builder fills it from the config).
+/// What a fuser is built from: the model's sizes and the fuser's own options (the builder fills it from
+/// the config: options resolved against the fuser's declare_options, core/options.hpp).
 struct FuserArgs {
   int hidden_size = 0;              ///< D
   double rms_norm_eps = 1e-6;       ///< for the fuser's own norms
   double initializer_range = 0.02;  ///< std of a normal init
+  OptionValues options;             ///< fuser_options, checked, every declared option present (empty for a fuser built by hand)
 };
+
+/// \brief A fuser F built by hand with its options: `given` checked against F::declare_options (unknown
+/// key, type, range: fbt::Error naming "fuser_options.<key>"), the defaults filled in.
+template <class F> F make_fuser(FuserArgs a, const Options& given = {}) {
+  a.options = OptionValues::resolve(declared_options<F>(), given, "fuser_options", std::string("fuser \"") + F::name + "\"");
+  return F(a);
+}
 
 /// What a fuser reports about one fed-back pass (zero: not reported).
 struct FuserStats {

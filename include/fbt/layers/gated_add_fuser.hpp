@@ -33,9 +33,15 @@ template <class T> struct GatedAddFuser {
   };
 
   GatedAddFuser() = default;
-  explicit GatedAddFuser(const FuserArgs& a, double gated_add_alpha = 0.1)
+  /// Option "alpha" (fuser_options.alpha; legacy config field gated_add_alpha); built by hand without it: 0.1.
+  explicit GatedAddFuser(const FuserArgs& a) : GatedAddFuser(a, a.options.has("alpha") ? a.options.get_real("alpha") : 0.1) {}
+  GatedAddFuser(const FuserArgs& a, double gated_add_alpha)
       : D(a.hidden_size), alpha_value(gated_add_alpha), init_std(a.initializer_range), gate_norm(a.hidden_size, a.rms_norm_eps),
         state_norm(a.hidden_size, a.rms_norm_eps) {}
+
+  static void declare_options(OptionList& o) { o.add_real("alpha", 0.1, -1e9, 1e9, "alpha: the scale of the gated state term"); }
+  /// The options a checkpoint records (describe_model).
+  Options options() const { return {{"alpha", OptionValue::of_real(alpha_value)}}; }
 
   void declare(const ParamRegistry<T>& r) {
     w_g = r.add("w_g.weight", {D, 2 * D}, Init::Normal, init_std);

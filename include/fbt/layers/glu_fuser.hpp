@@ -35,7 +35,18 @@ template <class T> struct GluFuser {
   };
 
   GluFuser() = default;
-  explicit GluFuser(const FuserArgs& a, GluInit gi = GluInit::Default) : D(a.hidden_size), init(gi), gate_norm(a.hidden_size, a.rms_norm_eps) {}
+  /// Option "init" (fuser_options.init; legacy config field glu_init); a fuser built by hand without it: default.
+  explicit GluFuser(const FuserArgs& a) : GluFuser(a, a.options.has("init") ? glu_init_of(a.options.get_string("init")) : GluInit::Default) {}
+  GluFuser(const FuserArgs& a, GluInit gi) : D(a.hidden_size), init(gi), gate_norm(a.hidden_size, a.rms_norm_eps) {}
+
+  static void declare_options(OptionList& o) {
+    o.add_string("init", "default", {"default", "fan_in", "identity_both"},
+                 "default: W_U = I, W_G ~ N(0, 1e-6/D); fan_in: both N(0, 1/D); identity_both: both I");
+  }
+  static GluInit glu_init_of(const std::string& s) { return s == "fan_in" ? GluInit::FanIn : s == "identity_both" ? GluInit::IdentityBoth : GluInit::Default; }
+  static const char* glu_init_str(GluInit g) { return g == GluInit::FanIn ? "fan_in" : g == GluInit::IdentityBoth ? "identity_both" : "default"; }
+  /// The options a checkpoint records (describe_model).
+  Options options() const { return {{"init", OptionValue::of_string(glu_init_str(init))}}; }
 
   void declare(const ParamRegistry<T>& r) {
     const Shape DD{D, D};

@@ -4,14 +4,15 @@
 //   layer_spec(cfg, l)            the sizes of block l (heterogeneous stacks: the per-layer lists)
 //   model_options(cfg)            the tap, the input norm (which inputs, its gain, shared as the gate norm),
 //                                 document masking, tying, eps, z-loss
-//   FuserConfig<F>::make(cfg)     a fuser from the config; ::record(f, cfg) writes its options back.
-//                                 The primary template builds F(FuserArgs) and records nothing; the
-//                                 built-ins with options (glu_init, gated_add_alpha) specialize it, and
-//                                 so may a user's fuser, from the user's own file.
+//   FuserConfig<F>::make(cfg)     a fuser from the config, its fuser_options resolved against its
+//                                 declare_options; ::record(f, cfg) writes its options back. One path
+//                                 for the built-in fusers and a user's (who may specialize it).
 //   BlockConfig<B>::make(spec)    a block from a LayerSpec; ::record(b) its LayerSpec (B(LayerSpec) and
 //                                 b.layer_spec() by default)
-//   visit_builtin_fuser<T>(name, fn)   calls fn(TypeTag<F>{}) for the built-in fuser called `name`: how a
-//                                 program that reads a config (the `fbt` command) picks the type once.
+//   TypeList, BuiltinFusers<T>, BuiltinBlocks<T>, NamedTypes<List>::visit(name, kind, fn): the fusers and
+//                                 blocks a program knows, and fn(TypeTag<X>{}) for the one a config names:
+//                                 how a program that reads a config picks the type once (model/model.hpp
+//                                 with_model; the `fbt` command and cli_main<Extra...> in fbt/cli.hpp).
 // Describing a composed model as a config is in model/model.hpp (describe_model).
 #pragma once
 
@@ -19,6 +20,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "../layers/block.hpp"
 #include "../layers/concat_fuser.hpp"
@@ -67,20 +69,33 @@ inline LayerSpec layer_spec(const ModelConfig& c, int l) {
   return s;
 }
 
-inline FuserArgs fuser_args(const ModelConfig& c) { return FuserArgs{c.hidden_size, c.rms_norm_eps, c.initializer_range}; }
+inline FuserArgs fuser_args(const ModelConfig& c) { return FuserArgs{c.hidden_size, c.rms_norm_eps, c.initializer_range, {}}; }
 
-/// How a fuser type is made from a config and recorded back into one (see the file comment).
+/// \brief The options of piece X (a fuser or a block) that `given` asks for, checked against X's declaration
+/// (unknown key, type, range: an fbt::Error naming "<prefix>.<key>"), with the defaults filled in.
+template <class X> OptionValues resolve_options(const Options& given, const char* prefix, const char* kind) {
+  return OptionValues::resolve(declared_options<X>(), given, prefix, std::string(kind) + " \"" + X::name + "\"");
+}
+
+namespace detail {
+template <class X, class = void> struct has_options_member : std::false_type {};
+template <class X> struct has_options_member<X, std::void_t<decltype(Options(std::declval<const X&>().options()))>> : std::true_type {};
+}  // namespace detail
+
+/// \brief How a fuser type is made from a config and recorded back into one: the same path for the
+/// built-in fusers and a user's. make: F(FuserArgs) with fuser_options (and a legacy glu_init /
+/// gated_add_alpha, ModelConfig::fuser_options_given) resolved against F's declare_options. record: the
+/// fuser's options() when it has that member (what a model composed from parts records), else nothing
+/// (a model built from a config keeps the resolved options it was built with). A fuser may specialize it.
 template <class F> struct FuserConfig {
-  static F make(const ModelConfig& c) { return F(fuser_args(c)); }
-  static void record(const F&, ModelConfig&) {}
-};
-template <class T> struct FuserConfig<GluFuser<T>> {
-  static GluFuser<T> make(const ModelConfig& c) { return GluFuser<T>(fuser_args(c), parse_glu_init(c)); }
-  static void record(const GluFuser<T>& f, ModelConfig& c) { c.glu_init = glu_init_name(f.init); }
-};
-template <class T> struct FuserConfig<GatedAddFuser<T>> {
-  static GatedAddFuser<T> make(const ModelConfig& c) { return GatedAddFuser<T>(fuser_args(c), c.gated_add_alpha); }
-  static void record(const GatedAddFuser<T>& f, ModelConfig& c) { c.gated_add_alpha = f.alpha_value; }
+  static F make(const ModelConfig& c) {
+    FuserArgs a = fuser_args(c);
+    a.options = resolve_options<F>(c.fuser_options_given(), "fuser_options", "fuser");
+    return F(a);
+  }
+  static void record(const F& f, ModelConfig& c) {
+    if constexpr (detail::has_options_member<F>::value) c.fuser_options = f.options();
+  }
 };
 
 namespace detail {
@@ -88,7 +103,7 @@ template <class B, class = void> struct has_layer_spec : std::false_type {};
 template <class B> struct has_layer_spec<B, std::void_t<decltype(LayerSpec(std::declval<const B&>().layer_spec()))>> : std::true_type {};
 }  // namespace detail
 
-/// How a block type is made from a LayerSpec and recorded back.
+/// How a block type is made from a LayerSpec (its options resolved in spec.options) and recorded back.
 template <class B> struct BlockConfig {
   static B make(const LayerSpec& s) {
     static_assert(std::is_constructible<B, const LayerSpec&>::value,
@@ -102,19 +117,63 @@ template <class B> struct BlockConfig {
   }
 };
 
+/// \brief A block B built by hand with its options (checked against B::declare_options, defaults filled in).
+template <class B> B make_block(LayerSpec s, const Options& given = {}) {
+  s.options = resolve_options<B>(given, "block_options", "block");
+  return BlockConfig<B>::make(s);
+}
+
 template <class X> struct TypeTag {
   using type = X;
 };
 
+/// A list of types (the fusers or blocks a program knows).
+template <class... X> struct TypeList {};
+template <class A, class B> struct Concat;
+template <class... A, class... B> struct Concat<TypeList<A...>, TypeList<B...>> {
+  using type = TypeList<A..., B...>;
+};
+
+/// The library's own fusers and blocks: what `fbt` knows; cli_main<Extra...> adds a program's.
+template <class T> using BuiltinFusers = TypeList<NoFuser<T>, GluFuser<T>, GatedAddFuser<T>, ConcatFuser<T>>;
+template <class T> using BuiltinBlocks = TypeList<DecoderBlock<T>>;
+
+namespace detail {
+template <class... X> std::string type_names() {
+  std::string r;
+  ((r += (r.empty() ? "" : ", ") + std::string(X::name)), ...);
+  return r;
+}
+template <class... X> void check_unique_names(const char* kind) {
+  const std::vector<std::string> n{std::string(X::name)...};
+  for (std::size_t i = 0; i < n.size(); ++i)
+    for (std::size_t j = i + 1; j < n.size(); ++j)
+      FBT_ASSERT(n[i] != n[j], std::string("two ") + kind + " types are named \"" + n[i] + "\": give each its own static name");
+}
+template <class Fn, class X, class... Rest> decltype(auto) visit_named_impl(const std::string& name, Fn& fn, const std::string& all, const char* kind) {
+  if (name == X::name) return fn(TypeTag<X>{});
+  if constexpr (sizeof...(Rest) > 0) return visit_named_impl<Fn, Rest...>(name, fn, all, kind);
+  else throw Error(std::string("unknown ") + kind + " " + config_quote(name) + " (this program knows: " + all + "; a " + kind +
+                   " of your own goes into a command of your own, fbt::cli_main<Yours...> in fbt/cli.hpp, or into fbt::with_model's lists)");
+}
+}  // namespace detail
+
+/// \brief fn(TypeTag<X>{}) for the type X of `List` whose static name is `name`; an unknown name is refused
+/// with the list. kind ("fuser", "block") names what is looked up in the error.
+template <class List> struct NamedTypes;
+template <class... X> struct NamedTypes<TypeList<X...>> {
+  template <class Fn> static decltype(auto) visit(const std::string& name, const char* kind, Fn&& fn) {
+    static_assert(sizeof...(X) > 0, "fbt: an empty type list");
+    detail::check_unique_names<X...>(kind);
+    return detail::visit_named_impl<Fn, X...>(name, fn, detail::type_names<X...>(), kind);
+  }
+  static std::vector<std::string> names() { return {std::string(X::name)...}; }
+};
+
 /// \brief fn(TypeTag<F>{}) for the built-in fuser named `name` (none, glu, gated_add, concat); an unknown
-/// name is refused with the list. The only run-time choice of a fuser type, made once by a program.
+/// name is refused with the list.
 template <class T, class Fn> decltype(auto) visit_builtin_fuser(const std::string& name, Fn&& fn) {
-  if (name == NoFuser<T>::name) return fn(TypeTag<NoFuser<T>>{});
-  if (name == GluFuser<T>::name) return fn(TypeTag<GluFuser<T>>{});
-  if (name == GatedAddFuser<T>::name) return fn(TypeTag<GatedAddFuser<T>>{});
-  if (name == ConcatFuser<T>::name) return fn(TypeTag<ConcatFuser<T>>{});
-  throw Error("unknown fuser \"" + name + "\" (the built-in ones are none, glu, gated_add, concat; a fuser of your own is used through "
-              "the library, e.g. fbt::Model<float, MyFuser<float>>)");
+  return NamedTypes<BuiltinFusers<T>>::visit(name, "fuser", std::forward<Fn>(fn));
 }
 
 }  // namespace fbt

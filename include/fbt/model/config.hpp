@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../config.hpp"
+#include "../core/options.hpp"
 #include "../layers/glu_fuser.hpp"
 
 namespace fbt {
@@ -70,12 +71,18 @@ struct ModelConfig {
   std::vector<int> layer_num_key_value_heads;  ///< (L) key/value heads of each block
   // --- latent feedback (spec section 2) ---
   std::string fuser = "glu";          ///< none | glu | gated_add | concat | a user fuser's name
+  Options fuser_options;              ///< the fuser's own options (core/options.hpp), e.g. {"rank": 8}; checked against its declaration
+  std::string block = "decoder";      ///< the block type: decoder (the built-in pre-norm block) | a user block's name
+  Options block_options;              ///< the block type's own options (as fuser_options)
   std::string feedback_source = "post_final_norm";  ///< post_final_norm | pre_final_norm | layer
   int feedback_layer = -1;            ///< feedback_source "layer": the block whose output is fed back (0-based)
   std::string input_norm = "all";     ///< all | fused_only | feedback_passes
   std::string gate_norm = "separate"; ///< separate | shared (the fuser's gate_norm is N_in)
   std::string in_norm_init = "one";   ///< N_in's gain at init: one | embedding (= initializer_range, the embeddings' rms)
   std::string block_norm = "pre";     ///< pre | sandwich (an RMSNorm also on each attention and MLP output, before the add)
+  // legacy spellings of two built-in fusers' options (configs and checkpoints from before fuser_options):
+  // glu_init is fuser_options.init of glu, gated_add_alpha fuser_options.alpha of gated_add. A value other
+  // than the default here is folded into fuser_options when the fuser is built (fuser_options_given()).
   std::string glu_init = "default";   ///< default (W_U = I, W_G ~ N(0, 1e-6/D)) | fan_in | identity_both
   double gated_add_alpha = 0.1;       ///< alpha of the gated_add fuser (a config scalar, not a tensor)
 
@@ -94,6 +101,10 @@ struct ModelConfig {
 
   /// Throws fbt::Error naming the field and the broken rule.
   inline void validate() const;
+
+  /// \brief The fuser's options as given: fuser_options, plus a legacy field (glu_init, gated_add_alpha)
+  /// that differs from its default, for the built-in fuser it belongs to. Both given and different: refused.
+  inline Options fuser_options_given() const;
 };
 
 /// \brief The bounds ModelConfig::validate() enforces (docs/file-formats.md, "Model config"): far above
@@ -194,6 +205,21 @@ inline bool parse_doc_attention(const ModelConfig& c) {
   return c.doc_attention == "masked";
 }
 
+inline Options ModelConfig::fuser_options_given() const {
+  Options o = fuser_options;
+  auto fold = [&](const char* legacy, const char* key, const OptionValue& v, bool is_default) {
+    if (is_default) return;
+    auto it = o.find(key);
+    if (it == o.end()) o[key] = v;
+    else if (it->second.kind != OptionValue::Text && it->second != v)
+      throw Error(std::string("invalid model config: ") + legacy + ": " + v.str() + " differs from fuser_options." + key + " (" + it->second.str() +
+                  "); " + legacy + " is the legacy spelling of fuser_options." + key + ": give one of them");
+  };
+  if (fuser == "glu") fold("glu_init", "init", OptionValue::of_string(glu_init), glu_init == "default");
+  if (fuser == "gated_add") fold("gated_add_alpha", "alpha", OptionValue::of_real(gated_add_alpha), gated_add_alpha == 0.1);
+  return o;
+}
+
 inline std::uint64_t ModelConfig::parameter_count() const {
   using U = std::uint64_t;
   const U V = U(vocab_size), D = U(hidden_size), hd = U(hs());
@@ -267,6 +293,9 @@ inline void ModelConfig::validate() const {
                                   std::to_string(intermediate_size) + "), over the limit of " + std::to_string(L::max_parameters));
   if (fuser.empty()) config_fail("fuser", "is empty (none, glu, gated_add, concat or a user fuser's name)");
   if (fuser.size() > 64) config_fail("fuser", "a name of " + std::to_string(fuser.size()) + " bytes is too long (at most 64): " + detail::config_quote(fuser));
+  if (block.empty()) config_fail("block", "is empty (decoder or a user block's name)");
+  if (block.size() > 64) config_fail("block", "a name of " + std::to_string(block.size()) + " bytes is too long (at most 64): " + detail::config_quote(block));
+  if (!feedback() && !fuser_options.empty()) config_fail("fuser_options", "are given, but the fuser is none (a baseline has no fuser)");
   parse_tap(*this);
   if (feedback_source != "layer" && feedback_layer != -1)
     config_fail("feedback_layer", "is set (" + std::to_string(feedback_layer) + ") but feedback_source is " + detail::config_quote(feedback_source) + ", not \"layer\"");

@@ -71,6 +71,18 @@ template <class T, class F = GluFuser<T>, class B = DecoderBlock<T>> class Model
     return m.params.layout();
   }
 
+  /// \brief The config as a model of this type records it: head_dim resolved, the fuser's and the block's
+  /// options resolved (every declared one, defaults filled in) and the legacy glu_init / gated_add_alpha
+  /// folded into fuser_options. Two configs that build the same model normalise to the same config.
+  static ModelConfig normalized(const ModelConfig& c) {
+    ModelConfig r = c;
+    r.head_dim = c.hs();
+    if constexpr (has_feedback) r.fuser_options = resolve_options<F>(c.fuser_options_given(), "fuser_options", "fuser").values();
+    r.glu_init = "default", r.gated_add_alpha = 0.1;
+    r.block_options = resolve_options<B>(c.block_options, "block_options", "block").values();
+    return r;
+  }
+
   bool feedback() const { return has_feedback; }
   /// Offset of the LM head's weight (V, D): the embedding when tied.
   std::size_t head_offset() const { return opts.tie_word_embeddings ? embed.w : lm_head; }
@@ -114,6 +126,9 @@ template <class T, class F = GluFuser<T>, class B = DecoderBlock<T>> class Model
     if (c.fuser != F::name)
       throw Error("fbt::Model: the config's fuser is \"" + c.fuser + "\" but this model type's fuser is \"" + F::name +
                   "\" (choose the type with fbt::with_model, or set fuser to \"" + F::name + "\")");
+    if (c.block != B::name)
+      throw Error("fbt::Model: the config's block is \"" + c.block + "\" but this model type's block is \"" + B::name +
+                  "\" (choose the type with fbt::with_model, or set block to \"" + B::name + "\")");
     return c;
   }
   struct PlanTag {};
@@ -121,9 +136,14 @@ template <class T, class F = GluFuser<T>, class B = DecoderBlock<T>> class Model
   /// The parts a config describes; when planning, the store only records the layout (see plan()).
   Model(const ModelConfig& c, PlanTag, bool planning = true)
       : cfg(c), embed(c.vocab_size, c.hidden_size, c.initializer_range), fuser(FuserConfig<F>::make(c)), opts(model_options(c)) {
-    cfg.head_dim = c.hs();
+    cfg = normalized(c);
+    const OptionValues bo = resolve_options<B>(c.block_options, "block_options", "block");
     blocks.reserve(std::size_t(c.num_hidden_layers));
-    for (int l = 0; l < c.num_hidden_layers; ++l) blocks.push_back(BlockConfig<B>::make(layer_spec(c, l)));
+    for (int l = 0; l < c.num_hidden_layers; ++l) {
+      LayerSpec s = layer_spec(c, l);
+      s.options = bo;
+      blocks.push_back(BlockConfig<B>::make(s));
+    }
     if (planning) {
       params.plan_only();
       declare_all();
@@ -191,6 +211,8 @@ template <class M> ModelConfig describe_model(const M& m) {
       c.layer_num_key_value_heads.push_back(s.num_key_value_heads);
     }
   c.fuser = M::Fuser::name;
+  c.block = B::name;
+  if constexpr (detail::has_options_member<B>::value) c.block_options = m.blocks[0].options();
   const auto tap = describe_tap(m.opts.tap, c.num_hidden_layers);
   c.feedback_source = tap.first, c.feedback_layer = tap.second;
   c.input_norm = input_norm_name(m.opts.input_norm);
@@ -203,10 +225,16 @@ template <class M> ModelConfig describe_model(const M& m) {
   return c;
 }
 
-/// \brief fn(TypeTag<Model<T, F>>{}) with F the built-in fuser the config names: the one run-time choice
-/// of a model type, for programs that read a config (the `fbt` command).
-template <class T, class Fn> decltype(auto) with_model(const ModelConfig& c, Fn&& fn) {
-  return visit_builtin_fuser<T>(c.fuser, [&](auto tag) -> decltype(auto) { return fn(TypeTag<Model<T, typename decltype(tag)::type>>{}); });
+/// \brief fn(TypeTag<Model<T, F, B>>{}) with F the fuser and B the block the config names, looked up in
+/// the lists Fusers and Blocks (TypeList, model/builder.hpp; by default the library's own): the one
+/// run-time choice of a model type, for programs that read a config (the `fbt` command, cli_main<Extra...>).
+/// An unknown name is refused with the names the lists hold.
+template <class T, class Fusers = BuiltinFusers<T>, class Blocks = BuiltinBlocks<T>, class Fn> decltype(auto) with_model(const ModelConfig& c, Fn&& fn) {
+  return NamedTypes<Fusers>::visit(c.fuser, "fuser", [&](auto ft) -> decltype(auto) {
+    return NamedTypes<Blocks>::visit(c.block, "block", [&](auto bt) -> decltype(auto) {
+      return fn(TypeTag<Model<T, typename decltype(ft)::type, typename decltype(bt)::type>>{});
+    });
+  });
 }
 
 }  // namespace fbt

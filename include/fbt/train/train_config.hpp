@@ -26,6 +26,7 @@
 #include "../io/token_file.hpp"
 #include "../ops/gemm_bf16.hpp"
 #include "lr_schedule.hpp"
+#include "optimizer.hpp"
 #include "schedule.hpp"
 
 namespace fbt {
@@ -57,7 +58,8 @@ struct TrainConfig {
   double cooldown_z_loss = 0;  ///< z-loss coefficient from the start of the wsd decay on (the paper: 1e-5); 0 = model.z_loss throughout
   // the matrix optimizer (train/muon.hpp): with muon or normuon the matrices train at matrix_lr and every
   // other tensor by AdamW at lr; adamw trains every tensor by AdamW
-  std::string optimizer = "adamw";  ///< adamw | muon | normuon
+  std::string optimizer = "adamw";  ///< adamw | muon | normuon | a registered optimizer's name (train/optimizer.hpp)
+  Options optimizer_options;        ///< the optimizer's own options (its declare_options), e.g. {"momentum": 0.9}
   double matrix_lr = 1e-2, matrix_weight_decay = 0.01, muon_momentum = 0.95, normuon_beta2 = 0.95;
   int ns_steps = 5;
   std::uint64_t seed = 1;
@@ -92,6 +94,9 @@ struct ConfigField {
   /// false: a setting of this invocation only (max_memory_gb), not part of the run: to_json leaves it
   /// out, so a checkpoint's record and an ablation's config comparison do not depend on it.
   bool recorded = true;
+  /// true: to_json writes the field only when it differs from its default (fields added after runs were
+  /// recorded: an older record and a newer one of the same run compare equal).
+  bool omit_default = false;
 };
 
 namespace detail {
@@ -247,6 +252,14 @@ inline void apply_preset(TrainConfig& c, const std::string& name) {
   throw Error("config field preset: unknown preset " + detail::quote_value(name) + " (known: v1, paper)");
 }
 
+namespace detail {
+/// A piece's options from the text of a JSON object ('{"rank": 8}'), typed as written; "" or "{}" = none.
+inline Options parse_options_text(const char* field, const std::string& s) {
+  if (s.empty()) return {};
+  return options_from_json(parse_json_strict(s, std::string("config field ") + field), field, std::string("config field ") + field);
+}
+}  // namespace detail
+
 /// The table of every field (flag name = JSON key).
 inline const std::vector<ConfigField>& train_config_fields() {
   using detail::num;
@@ -313,15 +326,25 @@ inline const std::vector<ConfigField>& train_config_fields() {
     L("layer_intermediate_size", "per-layer SwiGLU sizes, e.g. 256,128 (empty: intermediate_size everywhere)", FBT_M(layer_intermediate_size));
     L("layer_num_attention_heads", "per-layer query heads (empty: num_attention_heads everywhere)", FBT_M(layer_num_attention_heads));
     L("layer_num_key_value_heads", "per-layer key/value heads (empty: num_key_value_heads everywhere)", FBT_M(layer_num_key_value_heads));
-    S("fuser", "none (baseline) | glu | gated_add | concat", FBT_M(fuser));
+    S("fuser", "none (baseline) | glu | gated_add | concat | a fuser of your own (a command built with fbt::cli_main)", FBT_M(fuser));
+    v.push_back({"fuser_options", "the fuser's own options as a JSON object, e.g. {\"rank\": 8}; one at a time: --fuser.NAME VALUE",
+                 [](TrainConfig& c, const std::string& s) { c.model.fuser_options = detail::parse_options_text("fuser_options", s); },
+                 [](const TrainConfig& c) { return options_to_json(c.model.fuser_options).dump(); }});
+    v.back().omit_default = true;
+    S("block", "the block type: decoder | a block of your own (a command built with fbt::cli_main)", FBT_M(block));
+    v.back().omit_default = true;
+    v.push_back({"block_options", "the block's own options as a JSON object; one at a time: --block.NAME VALUE",
+                 [](TrainConfig& c, const std::string& s) { c.model.block_options = detail::parse_options_text("block_options", s); },
+                 [](const TrainConfig& c) { return options_to_json(c.model.block_options).dump(); }});
+    v.back().omit_default = true;
     S("feedback_source", "post_final_norm | pre_final_norm | layer (then feedback_layer)", FBT_M(feedback_source));
     I("feedback_layer", "feedback_source layer: the block whose output is fed back (0-based; -1 otherwise)", FBT_M(feedback_layer));
     S("input_norm", "all | fused_only | feedback_passes (none on pass 1, every row of a fed-back pass: the paper's listing)", FBT_M(input_norm));
     S("gate_norm", "separate | shared (the fuser's gate-side norm is N_in: the paper's one input_rmsnorm_1)", FBT_M(gate_norm));
     S("in_norm_init", "N_in's initial gain: one | embedding (initializer_range, the raw embeddings' rms)", FBT_M(in_norm_init));
     S("block_norm", "pre | sandwich (also an RMSNorm on each attention and MLP output, before the residual add)", FBT_M(block_norm));
-    S("glu_init", "default | fan_in | identity_both", FBT_M(glu_init));
-    D("gated_add_alpha", "alpha of the gated_add fuser", FBT_M(gated_add_alpha));
+    S("glu_init", "legacy spelling of fuser.init of glu: default | fan_in | identity_both", FBT_M(glu_init));
+    D("gated_add_alpha", "legacy spelling of fuser.alpha of gated_add", FBT_M(gated_add_alpha));
     // schedule (spec section 3)
     D("feedback_start", "fraction of the steps trained single-pass before feedback", FBT_S(feedback_start));
     v.push_back({"pass_mix", std::string("P(K) after the start, e.g. 2:0.88,3:0.12, or the whole run's mix of one of the paper's runs: ") + pass_mix_preset_names(),
@@ -350,7 +373,11 @@ inline const std::vector<ConfigField>& train_config_fields() {
     D("adam_eps", "AdamW eps", FBT_T(adam_eps));
     D("grad_clip", "clip the global gradient norm (0 = off)", FBT_T(grad_clip));
     D("cooldown_z_loss", "z-loss from the wsd decay's first step on (0 = z_loss throughout)", FBT_T(cooldown_z_loss));
-    S("optimizer", "adamw (every tensor) | muon | normuon (the matrices; AdamW at lr for the rest)", FBT_T(optimizer));
+    S("optimizer", "adamw (every tensor) | muon | normuon (the matrices; AdamW at lr for the rest) | an optimizer of your own", FBT_T(optimizer));
+    v.push_back({"optimizer_options", "the optimizer's own options as a JSON object; one at a time: --optimizer.NAME VALUE",
+                 [](TrainConfig& c, const std::string& s) { c.optimizer_options = detail::parse_options_text("optimizer_options", s); },
+                 [](const TrainConfig& c) { return options_to_json(c.optimizer_options).dump(); }});
+    v.back().omit_default = true;
     D("matrix_lr", "muon/normuon: peak learning rate of the matrices (same schedule shape as lr)", FBT_T(matrix_lr));
     D("matrix_weight_decay", "muon/normuon: decoupled weight decay of the matrices (times their scheduled lr)", FBT_T(matrix_weight_decay));
     D("muon_momentum", "muon/normuon: momentum of the matrices", FBT_T(muon_momentum));
@@ -394,6 +421,19 @@ inline const std::vector<ConfigField>& train_config_fields() {
 inline void set_config_field(TrainConfig& c, const std::string& name, const std::string& value) {
   for (const auto& f : train_config_fields())
     if (f.name == name) return f.set(c, value);
+  // one option of the fuser or the block: fuser.rank 8 (text, read as the option's declared type when the
+  // model is built)
+  for (const char* piece : {"fuser", "block", "optimizer"}) {
+    const std::string pre = std::string(piece) + ".";
+    if (name.rfind(pre, 0) == 0) {
+      const std::string key = name.substr(pre.size());
+      if (key.empty() || key.size() > 64 || key.find('.') != std::string::npos)
+        throw Error("config field " + detail::excerpt(name) + ": expected " + pre + "NAME with an option name of 1 to 64 bytes");
+      Options& o = piece[0] == 'f' ? c.model.fuser_options : piece[0] == 'b' ? c.model.block_options : c.optimizer_options;
+      o[key] = OptionValue::of_text(value);
+      return;
+    }
+  }
   throw Error("unknown config field \"" + detail::excerpt(name) + "\" (see fbt train --help for the list)");
 }
 
@@ -489,8 +529,9 @@ inline void validate_data(const TrainConfig& c) {
 
 inline nlohmann::json to_json(const TrainConfig& c) {
   nlohmann::json j = nlohmann::json::object();
+  static const TrainConfig defaults;
   for (const auto& f : train_config_fields())
-    if (f.recorded) j[f.name] = f.get(c);
+    if (f.recorded && !(f.omit_default && f.get(c) == f.get(defaults))) j[f.name] = f.get(c);
   return j;
 }
 
@@ -519,6 +560,8 @@ inline void apply_json(TrainConfig& c, const nlohmann::json& j, const std::strin
         if (!x.is_number_integer()) throw Error(where + ": field " + key + " must be an array of integers");
         v += (v.empty() ? "" : ",") + (x.is_number_unsigned() ? std::to_string(x.get<unsigned long long>()) : std::to_string(x.get<long long>()));
       }
+    } else if (it->is_object() && (it.key() == "fuser_options" || it.key() == "block_options" || it.key() == "optimizer_options")) {
+      v = it->dump();  // the piece's options: typed as the file gives them
     } else throw Error(where + ": field " + key + " must be a string, number, boolean or array of integers, got " + it->type_name());
     try {
       set_config_field(c, it.key(), v);
@@ -586,8 +629,14 @@ inline void validate(const TrainConfig& c) {
   real_in("beta2", c.beta2, 0, false, 1, true, "[0, 1)");
   real_in("adam_eps", c.adam_eps, 0, true, inf, true, "(0, inf)");
   real_in("grad_clip", c.grad_clip, 0, false, inf, true, "[0, inf) (0 = off)");
-  if (c.optimizer != "adamw" && c.optimizer != "muon" && c.optimizer != "normuon")
-    fail("optimizer", "expected adamw, muon or normuon, got " + detail::quote_value(c.optimizer));
+  if (!OptimizerRegistry::global().known(c.optimizer))
+    fail("optimizer", "expected one of " + OptimizerRegistry::global().names() + ", got " + detail::quote_value(c.optimizer));
+  try {
+    OptionValues::resolve(OptimizerRegistry::global().options(c.optimizer), c.optimizer_options, "optimizer_options",
+                          "optimizer \"" + c.optimizer + "\"");
+  } catch (const Error& e) {
+    fail("optimizer_options", e.what());
+  }
   real_in("matrix_lr", c.matrix_lr, 0, true, inf, true, "(0, inf)");
   real_in("matrix_weight_decay", c.matrix_weight_decay, 0, false, inf, true, "[0, inf)");
   real_in("muon_momentum", c.muon_momentum, 0, false, 1, true, "[0, 1)");

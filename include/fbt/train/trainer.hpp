@@ -31,7 +31,7 @@
 #include "../io/checkpoint.hpp"
 #include "../io/hf.hpp"
 #include "../model/parallel_step.hpp"
-#include "muon.hpp"
+#include "optimizer.hpp"
 #include "clip.hpp"
 #include "evaluate.hpp"
 #include "lr_schedule.hpp"
@@ -255,28 +255,37 @@ template <class M> class Trainer {
   M model;
   MultiPassScheduler sched;
   LrSchedule lr_sched;
-  AdamWConfig adam;
-  MuonConfig muon;  ///< the matrix group's optimizer (used when cfg.optimizer is muon or normuon)
+  std::unique_ptr<AnyOptimizer<T>> optimizer;  ///< the one cfg.optimizer names (train/optimizer.hpp: built-in or registered)
   Rng data_rng, sched_rng;
   long step = 0;               ///< optimizer steps taken
   double tokens = 0;           ///< training tokens seen
   double compute_tokens = 0;   ///< tokens x passes (token-equivalent compute)
   std::atomic<long>* progress_counter = nullptr;  ///< if set, run() stores `step` here after every step (for a watcher thread)
 
-  Trainer(const TrainConfig& c, std::unique_ptr<DataSource> d)
+  /// \brief Trains on a data source of the program's own (not the one cfg.data names). Its describe() is
+  /// recorded with every checkpoint, and resume() asks for the same source again (an explicit argument):
+  /// a mismatch is an error, never a silent swap.
+  Trainer(const TrainConfig& c, std::unique_ptr<DataSource> d) : Trainer(c, std::move(d), true) {}
+  /// Trains on the data source cfg.data names (make_data_source).
+  explicit Trainer(const TrainConfig& c) : Trainer(c, make_data_source(prepared(c)), false) {}
+
+ private:
+  Trainer(const TrainConfig& c, std::unique_ptr<DataSource> d, bool own)
       : cfg(prepared(c)), data(std::move(d)), model(cfg.model, cfg.seed), sched(cfg.schedule, cfg.steps),
         lr_sched(make_lr_schedule(cfg.lr_schedule, cfg.lr, cfg.min_lr, std::min(cfg.warmup_steps, cfg.steps), cfg.steps, cfg.wsd_decay_frac)),
         data_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 1), sched_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 2), dec_(model, data ? data->doc_sep() : kSep) {
     FBT_ASSERT(data, "Trainer needs a data source");
+    if (own) {
+      data_describe_ = data->describe();
+      if (data_describe_.empty()) data_describe_ = "a data source of the program's own";
+    }
     if (cfg.precision == "bf16" && !std::is_same<T, float>::value)
       throw Error("invalid training config: precision: bf16 needs a float model (this Trainer's scalar is not float)");
     if (data->num_eval_windows(cfg.seq_len) < 1)
       throw Error("data " + cfg.data + ": the validation split holds no window of " + std::to_string(cfg.seq_len + 1) +
                   " tokens (evaluation needs one; raise val_fraction or lower seq_len)");
-    adam.beta1 = cfg.beta1, adam.beta2 = cfg.beta2, adam.eps = cfg.adam_eps, adam.weight_decay = cfg.weight_decay;
-    muon.variant = cfg.optimizer == "muon" ? MuonVariant::Muon : MuonVariant::NorMuon;
-    muon.momentum = cfg.muon_momentum, muon.beta2 = cfg.normuon_beta2, muon.ns_steps = cfg.ns_steps, muon.weight_decay = cfg.matrix_weight_decay;
-    if (cfg.optimizer == "normuon") (void)model.params.row_moments();  // allocated (zero) now: a checkpoint at step 0 holds them
+    optimizer = OptimizerRegistry::global().make<T>(cfg.optimizer, optimizer_args(cfg), cfg.optimizer_options);
+    optimizer->init(model.params);  // e.g. NorMuon's row moments, allocated (zero) now: a checkpoint at step 0 holds them
     // the exact workspaces, now that the model exists and before any is allocated (the first step does it)
     const double step = double(step_bytes()), ev = double(eval_bytes());
     check_memory("this training run", step + ev,
@@ -294,7 +303,8 @@ template <class M> class Trainer {
                    std::to_string(fresh.size()) + " new (" + (fresh.empty() ? std::string("none") : "model.feedback.*") + "), optimizer fresh";
     }
   }
-  explicit Trainer(const TrainConfig& c) : Trainer(c, make_data_source(prepared(c))) {}
+
+ public:
 
   /// \brief Trains data-parallel over `comm` (dist/comm.hpp; e.g. an MpiComm under mpirun): every rank runs
   /// this trainer with the same config (so the same batches and schedule), takes its share of each batch's
@@ -376,11 +386,7 @@ template <class M> class Trainer {
     if (!std::isfinite(r.grad_norm)) throw Error("training stopped at step " + std::to_string(step) + ": non-finite gradient norm (" + std::to_string(r.grad_norm) + ") with K = " + std::to_string(plan_.K));
     r.lr = lr_sched.lr(step);
     const auto t_opt = std::chrono::steady_clock::now();
-    if (cfg.optimizer == "adamw") adamw_update(model.params, adam, r.lr);
-    else {
-      r.matrix_lr = cfg.matrix_lr * (r.lr / cfg.lr);  // the same schedule multiplier, on the matrices' peak
-      grouped_update(model.params, adam, r.lr, muon, r.matrix_lr, muon_ws_);
-    }
+    r.matrix_lr = optimizer->step(model.params, OptimizerStep{step, r.lr, r.lr / cfg.lr});
     r.optimizer_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_opt).count();
     ++step;
     tokens += double(B) * Tn * cfg.grad_accum;
@@ -443,10 +449,12 @@ template <class M> class Trainer {
     auto meta = model_metadata(model.cfg);  // the model file: weights + config (+ the step, to pair it with the state)
     meta["step"] = std::to_string(step);
     save_safetensors(tmp + "/model.safetensors", model_tensors(model), meta);
-    save_train_state(tmp + "/train_state.safetensors", model.params,
-                     {{"trainer_step", std::to_string(step)}, {"tokens", detail::num(tokens)}, {"compute_tokens", detail::num(compute_tokens)},
-                      {"data_rng", data_rng.state()}, {"sched_rng", sched_rng.state()}, {"train_config", to_json(cfg).dump()},
-                      {"optimizer", cfg.optimizer}});
+    std::map<std::string, std::string> extra{{"trainer_step", std::to_string(step)}, {"tokens", detail::num(tokens)},
+                                             {"compute_tokens", detail::num(compute_tokens)}, {"data_rng", data_rng.state()},
+                                             {"sched_rng", sched_rng.state()}, {"train_config", to_json(cfg).dump()},
+                                             {"optimizer", cfg.optimizer}};
+    if (!data_describe_.empty()) extra["data_source"] = data_describe_;
+    save_train_state(tmp + "/train_state.safetensors", model.params, extra, optimizer_state_refs());
     fs::remove_all(old);
     if (fs::exists(dir)) fs::rename(dir, old);
     fs::rename(tmp, dir);
@@ -462,7 +470,11 @@ template <class M> class Trainer {
   /// compute_tokens (between tokens and tokens x K_max), data_rng and sched_rng (generator states as
   /// Rng::state writes them), optimizer (the run's optimizer; absent in states from before it, which are
   /// AdamW's), and the run's config (validate()).
-  static std::unique_ptr<Trainer> resume(const std::string& dir, const std::function<void(TrainConfig&)>& override = {}) {
+  /// `data`: the program's own data source, when the run was trained on one (Trainer(cfg, source)); it
+  /// must be the same source (its describe() is compared with the checkpoint's record), and a run trained
+  /// on its own source cannot resume without it (nor a run on cfg.data with one): both refused, naming both.
+  static std::unique_ptr<Trainer> resume(const std::string& dir, const std::function<void(TrainConfig&)>& override = {},
+                                         std::unique_ptr<DataSource> data = nullptr) {
     const std::string st_path = dir + "/train_state.safetensors", m_path = dir + "/model.safetensors";
     const std::string where = "training state '" + st_path + "'";
     TrainConfig c = read_train_config(dir);
@@ -506,7 +518,17 @@ template <class M> class Trainer {
     if (override) override(c);
     auto opt = f.metadata.find("optimizer");
     const std::string opt_s = opt == f.metadata.end() ? std::string("adamw") : opt->second;
-    if (!known_optimizer(opt_s)) field_fail("optimizer", opt_s, "expected adamw, muon or normuon");
+    if (!OptimizerRegistry::global().known(opt_s)) field_fail("optimizer", opt_s, "expected one of the optimizers this program knows: " + OptimizerRegistry::global().names());
+    auto ds = f.metadata.find("data_source");
+    if (ds != f.metadata.end() && !data)
+      throw Error("checkpoint '" + dir + "': the run trained on a data source of its program's own (" + detail::excerpt(ds->second, 200) +
+                  "), not on its config's data: resume it with the same source (Trainer::resume(dir, override, source))");
+    if (ds == f.metadata.end() && data)
+      throw Error("checkpoint '" + dir + "': resume was given a data source (" + detail::excerpt(data->describe(), 200) +
+                  "), but the run trained on its config's data (" + detail::excerpt(c.data, 200) + "): resume it without one");
+    if (ds != f.metadata.end() && data && data->describe() != ds->second)
+      throw Error("checkpoint '" + dir + "': resume was given the data source " + detail::excerpt(data->describe(), 200) + ", but the run trained on " +
+                  detail::excerpt(ds->second, 200) + ": resume it with the same source");
     if (opt_s != c.optimizer)
       field_fail("optimizer", opt_s, "the state of another optimizer than the run's (optimizer " + detail::quote_value(c.optimizer) + ")");
     if (c.steps < step)
@@ -514,10 +536,10 @@ template <class M> class Trainer {
                   " in '" + dir + "' (a run cannot go back; give steps >= " + std::to_string(step) + ")");
     TrainConfig built = c;
     built.init_from.clear();  // the checkpoint holds the weights: its run's starting point is not read again
-    auto t = std::make_unique<Trainer>(built);
+    auto t = data ? std::make_unique<Trainer>(built, std::move(data)) : std::make_unique<Trainer>(built);
     t->cfg.init_from = c.init_from;
     load_model_into(m_path, t->model);
-    load_train_state(st_path, t->model.params);
+    load_train_state(st_path, t->model.params, t->optimizer_state_refs());
     if (t->model.params.step != step)
       throw Error(where + ": field \"step\" (AdamW's step, " + std::to_string(t->model.params.step) + ") differs from \"trainer_step\" (" +
                   std::to_string(step) + ")");
@@ -579,7 +601,7 @@ template <class M> class Trainer {
       nlohmann::json j{{"step", r.step}, {"tokens", tokens}, {"compute_tokens", compute_tokens}, {"K", r.K}, {"loss", r.loss},
                        {"lr", r.lr}, {"grad_norm", r.grad_norm}, {"tok_s", double(cfg.batch_size) * cfg.seq_len * cfg.grad_accum / r.seconds},
                        {"optimizer_seconds", r.optimizer_seconds}};
-      if (cfg.optimizer != "adamw") j["matrix_lr"] = r.matrix_lr;
+      if (r.matrix_lr != 0) j["matrix_lr"] = r.matrix_lr;
       if (dist_) j["comm_seconds"] = r.comm_seconds;
       if (r.K > 1) j["state_rms"] = last_state_rms_, j["gate_mean"] = last_gate_mean_, j["gate_std"] = last_gate_std_, j["feedback_ratio"] = last_ratio_;
       if (lead) log << j.dump() << "\n";
@@ -654,8 +676,22 @@ template <class M> class Trainer {
     return b;
   }
 
+  /// The optimizer's own state tensors as the train state writes and reads them ("opt.<name>").
+  std::vector<TensorRef> optimizer_state_refs() const {
+    std::vector<TensorRef> r;
+    for (const auto& s : optimizer->state(const_cast<ParamStore<T>&>(model.params))) r.push_back({"opt." + s.name, safetensors_dtype<T>(), s.shape, s.data});
+    return r;
+  }
+  static OptimizerArgs optimizer_args(const TrainConfig& c) {
+    OptimizerArgs a;
+    a.lr = c.lr, a.beta1 = c.beta1, a.beta2 = c.beta2, a.eps = c.adam_eps, a.weight_decay = c.weight_decay;
+    a.matrix_lr = c.matrix_lr, a.matrix_weight_decay = c.matrix_weight_decay, a.muon_momentum = c.muon_momentum;
+    a.normuon_beta2 = c.normuon_beta2, a.ns_steps = c.ns_steps;
+    return a;
+  }
+
   Decoder<M> dec_;
-  MuonWorkspace<CpuBackend<T>> muon_ws_;
+  std::string data_describe_;  // a program's own data source (Trainer(cfg, source)): recorded, checked on resume
   std::unique_ptr<ParallelStepper<M>> par_;
   LocalComm local_comm_;
   Communicator* comm_ = &local_comm_;

@@ -1,4 +1,4 @@
-// tools/ablate.hpp: `fbt ablate`, a grid of training runs (issue 6), a program built on the library's trainer: feedback depth, schedule, fuser, detach /
+// fbt/ablate.hpp: `fbt ablate`, a grid of training runs, a program built on the library's trainer: feedback depth, schedule, fuser, detach /
 // grad_passes, prefix mixing, noise ... over a text file or a built-in task, each run with a fixed token
 // budget and a seed from a fixed list.
 //
@@ -67,6 +67,8 @@ struct AblationRun {
   std::string name;                                          ///< directory name under out_dir
   std::vector<std::pair<std::string, std::string>> overrides;  ///< what distinguishes it (incl. tokens, seed)
   TrainConfig cfg;                                           ///< the effective config (out_dir set)
+  std::vector<std::string> overridden;  ///< values the run asked for that its effective config does not use, said why
+  std::string same_as;                  ///< the earlier run whose effective config this one's equals ("" = none): trained once
 };
 
 namespace detail {
@@ -175,7 +177,8 @@ inline AblationGrid load_ablation_grid(const std::string& path, AblationGrid g =
 
 /// \brief The runs of a grid, in order (runs x vary x seeds), with their effective configs. Every config
 /// is validated here, so a bad value is refused before any run starts.
-inline std::vector<AblationRun> expand_grid(const AblationGrid& g) {
+template <class Fusers = BuiltinFusers<float>, class Blocks = BuiltinBlocks<float>>
+std::vector<AblationRun> expand_grid(const AblationGrid& g) {
   if (g.seeds.empty()) throw Error("ablate: the seed list is empty");
   if (g.evals < 1) throw Error("ablate: evals must be >= 1 (got " + std::to_string(g.evals) + ")");
   if (g.jobs < 1 || g.jobs > 64) throw Error("ablate: jobs must be in [1, 64] (got " + std::to_string(g.jobs) + ")");
@@ -199,6 +202,7 @@ inline std::vector<AblationRun> expand_grid(const AblationGrid& g) {
   }
   std::vector<AblationRun> out;
   std::set<std::string> names;
+  std::map<std::string, std::string> by_config;  // effective config (without out_dir) -> the first run that has it
   for (const auto& c : combos)
     for (std::uint64_t seed : g.seeds) {
       AblationRun r;
@@ -234,7 +238,18 @@ inline std::vector<AblationRun> expand_grid(const AblationGrid& g) {
       r.cfg.seed = seed;
       r.overrides.push_back({"seed", std::to_string(seed)});
       name += (name.empty() ? "" : "+") + std::string("seed=") + std::to_string(seed);
-      make_baseline_single_pass(r.cfg);
+      {  // a baseline trains single-pass: say which of the run's schedule values that overrides
+        const TrainConfig before = r.cfg;
+        make_baseline_single_pass(r.cfg);
+        for (const char* f : {"feedback_start", "pass_mix", "K_max"})
+          for (const auto& kv : c)
+            if (kv.first == f) {
+              std::string was, now;
+              for (const auto& cf : train_config_fields())
+                if (cf.name == f) was = cf.get(before), now = cf.get(r.cfg);
+              if (was != now) r.overridden.push_back(kv.first + "=" + kv.second + " (fuser none trains single-pass: " + f + " " + now + ")");
+            }
+      }
       if (tokens > 0) {
         const double per_step = double(r.cfg.batch_size) * r.cfg.seq_len * r.cfg.grad_accum;
         r.cfg.steps = std::max(1L, long(std::llround(tokens / per_step)));
@@ -250,12 +265,31 @@ inline std::vector<AblationRun> expand_grid(const AblationGrid& g) {
       r.name = name;
       resolve_data_path(r.cfg);  // as the trainer records it: a relative text path made absolute
       try {
+        // a fuser and block this program has; options the run's fuser or block does not declare (from
+        // another axis, e.g. fuser.rank on a glu run) are dropped and said so
+        with_model<float, Fusers, Blocks>(r.cfg.model, [&](auto tag) {
+          using M = typename decltype(tag)::type;
+          auto prune = [&](Options& o, const OptionList& decl, const char* piece, const char* type) {
+            for (auto it = o.begin(); it != o.end();)
+              if (!decl.find(it->first)) {
+                r.overridden.push_back(std::string(piece) + "." + it->first + "=" + it->second.str() + " (" + piece + " " + type +
+                                       " has no such option)");
+                it = o.erase(it);
+              } else ++it;
+          };
+          prune(r.cfg.model.fuser_options, declared_options<typename M::Fuser>(), "fuser", M::Fuser::name);
+          prune(r.cfg.model.block_options, declared_options<typename M::Block>(), "block", M::Block::name);
+          (void)M::normalized(r.cfg.model);  // the options' types and ranges
+        });
         validate(r.cfg);
-        with_model<float>(r.cfg.model, [](auto) {});  // a fuser this program has (the built-in ones)
       } catch (const Error& e) {
         throw Error("ablate run " + name + ": " + e.what());
       }
       if (!names.insert(name).second) throw Error("ablate: two runs have the same name " + name + " (a value repeated in the grid?)");
+      nlohmann::json key = to_json(r.cfg);
+      key.erase("out_dir");
+      auto [it, fresh] = by_config.emplace(key.dump(), name);
+      if (!fresh) r.same_as = it->second;
       out.push_back(std::move(r));
     }
   return out;
@@ -338,6 +372,7 @@ inline std::vector<std::pair<std::string, nlohmann::json>> summary_row(const nlo
   if (r.contains("decode_ms_per_token"))
     for (auto it = r.at("decode_ms_per_token").begin(); it != r.at("decode_ms_per_token").end(); ++it) row.push_back({"decode_ms_" + it.key(), *it});
   if (r.contains("error")) row.push_back({"error", r.at("error")});
+  if (r.contains("same_as")) row.push_back({"same_as", r.at("same_as")});
   return row;
 }
 
@@ -346,13 +381,22 @@ inline void write_summary_csv(const std::string& out_dir, const std::vector<Abla
   std::vector<std::string> cols;
   std::vector<std::map<std::string, nlohmann::json>> rows;
   for (const auto& r : runs) {
-    const std::string p = out_dir + "/" + r.name + "/result.json";
+    // a run whose effective config is an earlier run's is reported with that run's result, under its own name
+    const std::string p = out_dir + "/" + (r.same_as.empty() ? r.name : r.same_as) + "/result.json";
     if (!std::filesystem::exists(p)) continue;
     nlohmann::json j;
     try {  // strict and bounded like every other reader (the file is ours, but a disk or a user may damage it)
       j = fbt::detail::parse_json_strict(fbt::detail::read_file_bytes(p, "ablate"), "'" + p + "'");
     } catch (const std::exception& e) {
       throw Error("ablate: '" + p + "' is not valid JSON (" + e.what() + "); remove it to rerun that run");
+    }
+    if (!r.same_as.empty()) {
+      j["name"] = r.name, j["same_as"] = r.same_as;
+      j["overrides"] = nlohmann::json::array();
+      for (const auto& kv : r.overrides) j["overrides"].push_back({kv.first, kv.second});
+      j["overridden"] = r.overridden;
+      std::filesystem::create_directories(out_dir + "/" + r.name);
+      detail::write_text_atomic(out_dir + "/" + r.name + "/result.json", j.dump(2) + "\n");
     }
     std::map<std::string, nlohmann::json> m;
     for (auto& kv : summary_row(j)) {
@@ -375,15 +419,17 @@ inline void write_summary_csv(const std::string& out_dir, const std::vector<Abla
 /// \brief Trains (or resumes) one run and writes its result.json. `progress` gets the step after every step.
 /// With comm (fbt ablate --distributed mpi; collective): the run trains over all of comm's ranks, and rank 0
 /// alone evaluates it at the end and writes result.json (the other ranks return its training status).
-inline nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run, std::atomic<long>* progress, Communicator* comm = nullptr) {
+template <class Fusers = BuiltinFusers<float>, class Blocks = BuiltinBlocks<float>>
+nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run, std::atomic<long>* progress, Communicator* comm = nullptr) {
   namespace fs = std::filesystem;
   const std::string dir = g.out_dir + "/" + run.name, ck = dir + "/checkpoint";
   const auto t0 = std::chrono::steady_clock::now();
   nlohmann::json res{{"name", run.name}, {"config", to_json(run.cfg)}, {"steps", run.cfg.steps}};
   res["overrides"] = nlohmann::json::array();
   for (const auto& kv : run.overrides) res["overrides"].push_back({kv.first, kv.second});
+  if (!run.overridden.empty()) res["overridden"] = run.overridden;
   // the run's model type, chosen once from its config
-  with_model<float>(run.cfg.model, [&](auto tag) {
+  with_model<float, Fusers, Blocks>(run.cfg.model, [&](auto tag) {
     using M = typename decltype(tag)::type;
     std::unique_ptr<Trainer<M>> t;
     try {
@@ -448,6 +494,15 @@ inline nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run
 /// progress line across the grid to `out` (nullptr: silent) and rewrites summary.csv after every run.
 /// Returns the number of failed runs.
 namespace detail {
+/// Says which runs are trained once for several names, and which values a run asked for but does not use.
+inline void print_same_runs(const std::vector<AblationRun>& runs, std::FILE* out) {
+  for (const auto& r : runs) {
+    for (const auto& o : r.overridden) std::fprintf(out, "fbt ablate: run %s: %s\n", r.name.c_str(), o.c_str());
+    if (!r.same_as.empty())
+      std::fprintf(out, "fbt ablate: run %s is the same run as %s (the same effective config): trained once, reported under both names\n",
+                   r.name.c_str(), r.same_as.c_str());
+  }
+}
 /// The runs of a grid still to do (no result.json, or a damaged one); finished runs are checked to be what
 /// this grid asks for (else an error names the file). Creates out_dir.
 inline std::vector<int> pending_runs(const AblationGrid& g, const std::vector<AblationRun>& runs, long& total_steps, long& done_steps) {
@@ -456,6 +511,7 @@ inline std::vector<int> pending_runs(const AblationGrid& g, const std::vector<Ab
   std::vector<int> todo;
   total_steps = 0, done_steps = 0;
   for (int i = 0; i < int(runs.size()); ++i) {
+    if (!runs[i].same_as.empty()) continue;  // trained once, under the first name that asked for it
     total_steps += runs[i].cfg.steps;
     const std::string p = g.out_dir + "/" + runs[i].name + "/result.json";
     if (!fs::exists(p)) {
@@ -478,8 +534,10 @@ inline std::vector<int> pending_runs(const AblationGrid& g, const std::vector<Ab
 }
 }  // namespace detail
 
-inline int run_grid(const AblationGrid& g, std::FILE* out = stderr) {
-  const std::vector<AblationRun> runs = expand_grid(g);
+template <class Fusers = BuiltinFusers<float>, class Blocks = BuiltinBlocks<float>>
+int run_grid(const AblationGrid& g, std::FILE* out = stderr) {
+  const std::vector<AblationRun> runs = expand_grid<Fusers, Blocks>(g);
+  if (out) detail::print_same_runs(runs, out);
   long total_steps = 0, done_steps = 0;
   const std::vector<int> todo = detail::pending_runs(g, runs, total_steps, done_steps);  // finished runs are skipped
   if (out)
@@ -499,7 +557,7 @@ inline int run_grid(const AblationGrid& g, std::FILE* out = stderr) {
       if (k >= n) return;
       state[k].store(1);
       const AblationRun& r = runs[todo[k]];
-      const nlohmann::json res = run_ablation(g, r, &step[k]);
+      const nlohmann::json res = run_ablation<Fusers, Blocks>(g, r, &step[k]);
       state[k].store(2);
       std::lock_guard<std::mutex> lock(mu);
       if (res.value("status", "") != "done") {
@@ -558,9 +616,11 @@ inline int run_grid(const AblationGrid& g, std::FILE* out = stderr) {
 /// left (its list goes to every rank), evaluates each run at its end, writes result.json and summary.csv
 /// and prints a line per run to `out`; a run that fails during training fails on every rank, and the grid
 /// goes on. Returns the number of failed runs (rank 0's count, on every rank).
-inline int run_grid_distributed(const AblationGrid& g, Communicator& comm, std::FILE* out = stderr) {
+template <class Fusers = BuiltinFusers<float>, class Blocks = BuiltinBlocks<float>>
+int run_grid_distributed(const AblationGrid& g, Communicator& comm, std::FILE* out = stderr) {
   const bool lead = comm.rank() == 0;
-  const std::vector<AblationRun> runs = expand_grid(g);
+  const std::vector<AblationRun> runs = expand_grid<Fusers, Blocks>(g);
+  if (lead && out) detail::print_same_runs(runs, out);
   long total_steps = 0, done_steps = 0;
   std::string todo_s, err;
   if (lead) {
@@ -585,7 +645,7 @@ inline int run_grid_distributed(const AblationGrid& g, Communicator& comm, std::
   std::vector<std::string> failures;
   for (std::size_t k = 0; k < todo.size(); ++k) {
     const AblationRun& r = runs[std::size_t(todo[k])];
-    const nlohmann::json res = run_ablation(g, r, nullptr, &comm);
+    const nlohmann::json res = run_ablation<Fusers, Blocks>(g, r, nullptr, &comm);
     if (lead) {
       const bool ok = res.value("status", "") == "done";
       if (!ok) failures.push_back(r.name + ": " + res.value("error", std::string("?")));

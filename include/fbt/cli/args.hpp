@@ -1,4 +1,4 @@
-// tools/cli.hpp: what every `fbt` subcommand shares (issue 11): the --name value pairs, options read
+// fbt/cli/args.hpp: what every `fbt` subcommand shares: the --name value pairs, options read
 // with their range checked, checkpoints whose vocabulary the byte tokenizer can serve, and text files
 // read only when they are regular files of bounded size.
 //
@@ -15,10 +15,10 @@
 #include <utility>
 #include <vector>
 
-#include "fbt/data/tokenizer.hpp"
-#include "fbt/detail/input.hpp"
-#include "fbt/io/hf.hpp"
-#include "fbt/train/train_config.hpp"
+#include "../data/tokenizer.hpp"
+#include "../detail/input.hpp"
+#include "../io/hf.hpp"
+#include "../train/train_config.hpp"
 
 namespace fbt {
 namespace cli {

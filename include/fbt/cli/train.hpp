@@ -1,0 +1,211 @@
+// fbt/cli/train.hpp: `fbt train` and `fbt eval` over the fusers and blocks a command knows (Fusers, Blocks:
+// TypeLists, model/builder.hpp).
+#pragma once
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include <unistd.h>
+
+#include "../decode/precision_check.hpp"
+#include "common.hpp"
+
+namespace fbt {
+namespace cli {
+
+template <class Fusers, class Blocks> int cmd_train(Args a) {
+  if (wants_help(a)) {
+    std::printf(
+        "fbt train [--config FILE.json] [--resume CHECKPOINT_DIR] [--FIELD VALUE ...]\n\n"
+        "Trains with the multi-pass schedule (spec section 3). The config file is one JSON object with the\n"
+        "field names below; flags override it. --preset v1|paper (the flag's, else the file's; default v1)\n"
+        "sets the fields listed below first, then the file's and the flags' fields change them. A baseline\n"
+        "(--fuser none) trains single-pass. --resume continues a run bit-identically from\n"
+        "OUT_DIR/checkpoint (flags then may change only steps, eval/checkpoint cadence, out_dir, progress).\n\n"
+        "fields (default):\n");
+    const TrainConfig d;
+    for (const auto& f : train_config_fields()) std::printf("  --%-24s %s (%s)\n", f.name.c_str(), f.help.c_str(), f.get(d).c_str());
+    std::printf("\npresets (the fields each sets):\n");
+    for (const auto& [name, fields] : train_presets()) {
+      std::string line;
+      for (const auto& [f, v] : fields) line += (line.empty() ? "" : ", ") + f + " " + v;
+      std::printf("  %-6s %s\n", name.c_str(), line.c_str());
+    }
+    return 0;
+  }
+  const std::string resume = take(a, "resume", ""), config = take(a, "config", "");
+  if (!resume.empty()) {
+    static const char* allowed[] = {"steps",        "eval_every",       "checkpoint_every", "out_dir",     "progress",
+                                    "eval_windows", "seq_eval_windows", "monitor_passes",   "max_memory_gb", "distributed",
+                                    "dist_check_every", "dist_overlap",     "dist_bucket_mb"};
+    for (const auto& kv : a)
+      if (std::find_if(std::begin(allowed), std::end(allowed), [&](const char* s) { return kv.first == s; }) == std::end(allowed))
+        throw Error("fbt train --resume: --" + detail::excerpt(kv.first) +
+                    " would change the run's math; only steps, cadence, output options and max_memory_gb may change");
+    with_model<float, Fusers, Blocks>(read_train_config(resume).model, [&](auto tag) {
+      using M = typename decltype(tag)::type;
+      auto t = Trainer<M>::resume(resume, [&](TrainConfig& c) {
+        const long before = c.steps;
+        for (const auto& kv : a) set_config_field(c, kv.first, kv.second);
+        if (c.steps != before)
+          std::fprintf(stderr, "note: steps %ld -> %ld also moves the LR schedule and the feedback start (both are set by the run's length)\n",
+                       before, c.steps);
+      });
+      attach_distributed(*t, t->cfg.distributed);
+      if (t->communicator().rank() == 0) std::fprintf(stderr, "resumed from %s at step %ld\n", resume.c_str(), t->step);
+      g_progress_started = true;
+      t->run(stderr);
+    });
+    return 0;
+  }
+  // the preset, the checkpoint's stack (--init_from), the config file, the flags; a baseline made single-pass
+  TrainConfig c = make_train_config(config, a, [](const std::string& ck) { return cli::checkpoint_config_any_vocab(ck); });
+  check_train_memory(c);  // before anything is allocated: a config far too large is refused with its estimate
+  validate(c);
+  resolve_data_path(c);   // the run's record names its corpus by absolute path (eval works from anywhere)
+  with_model<float, Fusers, Blocks>(c.model, [&](auto tag) {
+    Trainer<typename decltype(tag)::type> t(c);
+    attach_distributed(t, c.distributed);
+    g_progress_started = true;
+    t.run(stderr);
+  });
+  return 0;
+}
+
+// ------------------------------------------------------------------------------------------- eval
+template <class Fusers, class Blocks> int cmd_eval(Args a) {
+  if (wants_help(a)) {
+    std::printf(
+        "fbt eval --checkpoint CKPT [--data task:NAME|FILE] [--task_difficulty N] [--task_length L] [--task_reveal Q] [--seq_len T] [--windows N]\n"
+        "         [--seq_windows N] [--monitor K] [--passes K] [--doc_split blank_line|none] [--val_fraction X]\n"
+        "         [--val_data FILE] [--doc_sep_id N] [--token_dtype auto|uint16|uint32|int32|int64]\n"
+        "         [--precision fp32|bf16] [--precision_check N]\n\n"
+        "The data options and --precision default to those the checkpoint's run was trained with (read from its\n"
+        "train_state.safetensors); --windows 0 and --seq_windows -1 evaluate every validation window.\n"
+        "--data FILE.bin or FILE.npy is a token file of the model's vocabulary (val_data, doc_sep_id and\n"
+        "token_dtype as in fbt train); another FILE is text, read as bytes.\n"
+        "Prints the per-pass validation losses (pass k = fused(k-1) prefill at every position), the\n"
+        "sequential-exact losses (token by token, standard and soft) and the contraction monitor L(k), delta_k\n"
+        "(spec section 6), and beside them the data's optimal loss over the same windows where it is known\n"
+        "(the running-state tasks). CKPT is a checkpoint directory or a model.safetensors file.\n"
+        "--precision_check N decodes N validation windows token by token in fp32 and in bf16 and prints how often\n"
+        "the greedy token is the same (teacher-forced: fed the window's tokens; free-running: 64 new tokens after a\n"
+        "16-token prompt), in standard and (with feedback) soft mode: decode/precision_check.hpp.\n");
+    return 0;
+  }
+  const std::string ck = take(a, "checkpoint", "");
+  if (ck.empty()) throw Error("fbt eval: --checkpoint is required");
+  TrainConfig c;
+  // a checkpoint directory from fbt train records its run: its data settings are the defaults here
+  const std::string state = ck + "/train_state.safetensors";
+  std::error_code ec;
+  if (std::filesystem::is_directory(ck, ec) && std::filesystem::exists(state, ec)) {
+    detail::require_regular_file(state, "training state");
+    const SafetensorsFile f = read_safetensors(state);
+    if (f.metadata.count("train_config")) {
+      const std::string where = "training state '" + state + "' (train_config)";
+      apply_json(c, detail::parse_json_strict(f.metadata.at("train_config"), where), where);
+    }
+  }
+  const std::string data_opt = take(a, "data", "");
+  if (!data_opt.empty()) {
+    c.data = data_opt;
+    resolve_data_path(c);  // a path given here is relative to the current directory
+  } else if (c.data.rfind("task:", 0) != 0 && std::filesystem::path(c.data).is_relative() && !std::filesystem::exists(c.data, ec)) {
+    // runs from before data paths were recorded absolute stored them as given
+    throw Error("the checkpoint's run recorded its data as the relative path '" + detail::excerpt(c.data, 200) +
+                "', which does not exist from this directory; give --data PATH");
+  }
+  c.task_difficulty = int_option<int>("task_difficulty", take(a, "task_difficulty", std::to_string(c.task_difficulty)), 1,
+                                      std::numeric_limits<int>::max());
+  c.task_length = int_option<int>("task_length", take(a, "task_length", std::to_string(c.task_length)), 1, kMaxStateTaskLength, "symbols per document");
+  c.task_reveal = real_option("task_reveal", take(a, "task_reveal", detail::num(c.task_reveal)), 0, false, 1, false);
+  c.doc_split = take(a, "doc_split", c.doc_split);
+  c.token_dtype = take(a, "token_dtype", c.token_dtype);
+  c.doc_sep_id = int_option<int>("doc_sep_id", take(a, "doc_sep_id", std::to_string(c.doc_sep_id)), -1, std::numeric_limits<int>::max(),
+                                 "the document separator id, -1 = none");
+  const std::string val_data = take(a, "val_data", c.val_data);
+  if (val_data != c.val_data) c.val_data = val_data, resolve_data_path(c);  // a path given here is relative to the current directory
+  c.val_fraction = real_option("val_fraction", take(a, "val_fraction", detail::num(c.val_fraction)), 0, false, 1, true);
+  c.seq_len = int_option<int>("seq_len", take(a, "seq_len", std::to_string(c.seq_len)), 2, std::numeric_limits<int>::max(), "tokens per window");
+  const int windows = int_option<int>("windows", take(a, "windows", "32"), 0, std::numeric_limits<int>::max(), "0 = every validation window");
+  const int seq_windows = int_option<int>("seq_windows", take(a, "seq_windows", "2"), -1, std::numeric_limits<int>::max(), "0 = none, -1 = all");
+  const int monitor = int_option<int>("monitor", take(a, "monitor", "30"), 0, kMaxPasses, "passes of the contraction monitor, 0 = off");
+  const std::string passes = take(a, "passes", "");
+  const int K_opt = passes.empty() ? 0 : int_option<int>("passes", passes, 1, kMaxPasses, "passes to evaluate");
+  const Precision prec = precision_option(take(a, "precision", c.precision));
+  const int check_windows = int_option<int>("precision_check", take(a, "precision_check", "0"), 0, 100000, "windows decoded in fp32 and bf16, 0 = off");
+  if (check_windows > 0 && !bf16_available()) throw Error("--precision_check: " + bf16_unavailable_reason());
+  no_leftovers(a, "eval");
+  const ModelConfig mc = is_token_data(c) ? cli::checkpoint_config_any_vocab(ck) : cli::checkpoint_config(ck);
+  c.model.vocab_size = mc.vocab_size;
+  validate_data(c);
+  if (c.seq_len > mc.max_position_embeddings)
+    throw Error("--seq_len " + std::to_string(c.seq_len) + ": exceeds the model's max_position_embeddings (" +
+                std::to_string(mc.max_position_embeddings) + ")");
+  if (K_opt > 1 && !mc.feedback()) throw Error("--passes " + std::to_string(K_opt) + ": the checkpoint is a baseline (fuser none), which has 1 pass");
+  with_model<float, Fusers, Blocks>(mc, [&](auto tag) {
+    using M = typename decltype(tag)::type;
+    M m = load_checkpoint<M>(ck);
+    c.model = m.cfg;
+    auto data = make_data_source(c);
+    const int K = K_opt > 0 ? K_opt : (M::has_feedback ? 3 : 1);
+    Workspace<M> w;
+    std::printf("checkpoint %s: %zu parameters, fuser %s; data %s%s\n", ck.c_str(), m.params.size(), m.cfg.fuser.c_str(), data->describe().c_str(),
+                prec == Precision::bf16 ? "; bf16 products" : "");
+    const auto vl = evaluate_passes(m, w, *data, c.seq_len, K, windows);
+    for (int k = 0; k < K; ++k) std::printf("  pass %d validation loss %.4f%s\n", k + 1, vl[k], k == 0 ? "  (standard)" : "");
+    const int nw = detail::parallel_eval_windows(*data, c.seq_len, windows);
+    const double opt = data->mean_optimal_loss(c.seq_len, nw);
+    if (!std::isnan(opt)) std::printf("  optimal loss %.4f  (the data's closed form, same %d windows)\n", opt, nw);
+    Decoder<M> dec(m, data->doc_sep());
+    if (seq_windows != 0) {
+      std::printf("  sequential (standard) loss %.4f\n", sequential_loss(dec, *data, c.seq_len, seq_windows, DecodeModeSpec{}));
+      if (M::has_feedback)
+        std::printf("  sequential (soft) loss %.4f\n", sequential_loss(dec, *data, c.seq_len, seq_windows, DecodeModeSpec::parse("soft")));
+      const int ns = detail::sequential_eval_windows(*data, c.seq_len, seq_windows);
+      const double sopt = data->mean_optimal_loss(c.seq_len, ns);
+      if (!std::isnan(sopt)) std::printf("  optimal loss %.4f  (the same %d windows as the sequential losses)\n", sopt, ns);
+    }
+    if (check_windows > 0) {
+      std::vector<std::vector<int>> wins;
+      std::vector<int> tok, tgt;
+      std::vector<std::uint8_t> ds;
+      const int nw_all = data->num_eval_windows(c.seq_len);
+      for (int i = 0; i < std::min(check_windows, nw_all); ++i) {
+        data->eval_window(i, c.seq_len, tok, tgt, ds);
+        wins.push_back(tok);
+      }
+      const int prompt = std::min(16, c.seq_len - 1);
+      for (const char* mode : {"standard", "soft"}) {
+        if (!M::has_feedback && std::string(mode) == "soft") continue;
+        const GreedyAgreement g = greedy_agreement(dec, wins, DecodeModeSpec::parse(mode), Precision::fp32, Precision::bf16, prompt, 64);
+        long never = 0;
+        for (int f : g.first_divergence) never += f < 0;
+        std::printf("  bf16 vs fp32 greedy tokens (%s, %zu windows): teacher-forced %ld of %ld the same (%.2f%%); free-running %ld of %ld (%.2f%%), "
+                    "%ld of %zu continuations identical\n",
+                    mode, wins.size(), g.same, g.positions, 100 * g.rate(), g.generated_same, g.generated, 100 * g.free_rate(), never, wins.size());
+      }
+    }
+    if (M::has_feedback && monitor > 0) {
+      std::vector<int> tok, tgt;
+      std::vector<std::uint8_t> ds;
+      data->eval_window(0, c.seq_len, tok, tgt, ds);
+      const auto cc = contraction_monitor(m, w, Batch{1, c.seq_len, tok.data(), tgt.data(), ds.data()}, monitor);
+      std::printf("  contraction monitor (k: L(k), delta_k):");
+      for (std::size_t k = 0; k < cc.loss.size(); ++k) std::printf("%s %zu: %.4f %.2e", k % 5 ? "," : "\n   ", k + 1, cc.loss[k], cc.delta[k]);
+      std::printf("\n");
+    }
+  });
+  return 0;
+}
+
+}  // namespace cli
+}  // namespace fbt
