@@ -3,4 +3,4 @@
 #include "fbt/cli.hpp"
 #include "my_pieces.hpp"
 
-int main(int argc, char** argv) { return fbt::cli_main<LowRankFuser<float>, SoftFirstPolicy, SgdMomentum>(argc, argv); }
+int main(int argc, char** argv) { return fbt::cli_main<LowRankFuser<float>, GatedBlock<float>, SoftFirstPolicy, SgdMomentum>(argc, argv); }

@@ -73,14 +73,20 @@ if [[ "$mode" == own_project ]]; then
     echo "$out"
     grep -Eq -- "$pat" <<<"$out" || { echo "FAIL: no \"$pat\" in the output of: $*" >&2; exit 1; }
   }
-  step "train the user fuser with its option and the user optimizer; resume it bit-identically"
-  expect "eval @ step 8" "$tool" train "${tiny[@]}" --fuser lowrank --fuser.rank 4 --optimizer sgdm --optimizer.momentum 0.8 --lr 0.05 \
-    --steps 8 --checkpoint_every 4 --feedback_start 0.25 --out_dir "$run/full"
-  expect "eval @ step 4" "$tool" train "${tiny[@]}" --fuser lowrank --fuser.rank 4 --optimizer sgdm --optimizer.momentum 0.8 --lr 0.05 \
-    --steps 8 --checkpoint_every 4 --feedback_start 0.25 --out_dir "$run/half" --steps 4
-  expect "eval @ step 8" "$tool" train --resume "$run/half/checkpoint" --steps 8 --out_dir "$run/half"
-  cmp "$run/full/checkpoint/model.safetensors" "$run/half/checkpoint/model.safetensors" || { echo "FAIL: resumed weights differ" >&2; exit 1; }
-  cmp "$run/full/checkpoint/train_state.safetensors" "$run/half/checkpoint/train_state.safetensors" || { echo "FAIL: resumed state differs" >&2; exit 1; }
+  step "the project's fuser and block against central finite differences"
+  "$work/own-build/check_pieces"
+  step "train the user fuser, block and optimizer with their options; 4 + 4 resumed steps = 8 steps, bit for bit"
+  # a constant LR and feedback from step 0: the run's length changes no step's math, so 4 steps then a
+  # resume to 8 (in the same out_dir, whose path the state records) must give the 8-step run's files
+  own=(--fuser lowrank --fuser.rank 4 --block gated_attn --block.gate_init 0.8 --optimizer sgdm --optimizer.momentum 0.8 --lr 0.05
+       --lr_schedule constant --warmup_steps 0 --feedback_start 0 --checkpoint_every 4)
+  expect "eval @ step 8" "$tool" train "${tiny[@]}" "${own[@]}" --steps 8 --out_dir "$run/full"
+  mv "$run/full" "$run/straight"
+  expect "eval @ step 4" "$tool" train "${tiny[@]}" "${own[@]}" --steps 4 --out_dir "$run/full"
+  expect "eval @ step 8" "$tool" train --resume "$run/full/checkpoint" --steps 8 --out_dir "$run/full"
+  for f in model.safetensors train_state.safetensors; do
+    cmp "$run/straight/checkpoint/$f" "$run/full/checkpoint/$f" || { echo "FAIL: the resumed run's $f differs from the straight run's" >&2; exit 1; }
+  done
   step "refusals name the option"
   if out="$("$tool" train "${tiny[@]}" --fuser lowrank --fuser.rank 0 --out_dir "$run/bad" 2>&1)"; then echo "FAIL: rank 0 accepted" >&2; exit 1; fi
   grep -q "fuser_options.rank: must be in \[1, 1024\], got 0" <<<"$out" || { echo "$out"; echo "FAIL: rank 0 not named" >&2; exit 1; }
@@ -90,10 +96,17 @@ if [[ "$mode" == own_project ]]; then
     expect "sample 1 \\($mode" "$tool" sample --checkpoint "$run/full/checkpoint" --prompt "0123" --mode "$mode" --temperature 0 --max_new_tokens 6
   done
   expect "3 passes x" "$tool" logits --checkpoint "$run/full/checkpoint" --text "0123" --out "$work/logits.npy"
-  expect "Qwen3ForCausalLM \\(the plain part\\)" "$tool" export --checkpoint "$run/full/checkpoint" --hf "$work/hf_plain" --plain true
-  expect "full-bandwidth model, fuser lowrank" "$tool" export --checkpoint "$run/full/checkpoint" --hf "$work/hf_full"
+  # a Qwen3 directory holds the built-in decoder block only: the gated block's model is refused by name,
+  # the user fuser's (on the decoder block) exports plain and full
+  if out="$("$tool" export --checkpoint "$run/full/checkpoint" --hf "$work/hf_gated" 2>&1)"; then echo "FAIL: a gated_attn model exported to HF" >&2; exit 1; fi
+  grep -q 'block "gated_attn"' <<<"$out" || { echo "$out"; echo "FAIL: the export refusal does not name the block" >&2; exit 1; }
+  expect "eval @ step 4" "$tool" train "${tiny[@]}" --fuser lowrank --fuser.rank 4 --steps 4 --feedback_start 0.25 --out_dir "$run/decoder"
+  expect "Qwen3ForCausalLM \\(the plain part\\)" "$tool" export --checkpoint "$run/decoder/checkpoint" --hf "$work/hf_plain" --plain true
+  expect "full-bandwidth model, fuser lowrank" "$tool" export --checkpoint "$run/decoder/checkpoint" --hf "$work/hf_full"
   grep -q '"rank": *4' "$work/hf_full/config.json" || { echo "FAIL: the full export does not record fuser_options.rank" >&2; exit 1; }
   expect "sample 1 \\(soft" "$tool" sample --checkpoint "$work/hf_full" --prompt "0123" --temperature 0 --max_new_tokens 4
+  expect "fuser none.*pass 1 validation loss" "$tool" eval --checkpoint "$work/hf_plain" --data task:running_sum --task_length 12 --seq_len 32 \
+    --windows 2 --seq_windows 1 --monitor 0
   step "ablate a 2x2 grid over the user fuser and its rank (glu's two runs are one)"
   expect "same run as fuser=glu\\+fuser.rank=4\\+seed=1" "$tool" ablate "${tiny[@]}" --vary "fuser=glu|lowrank" --vary "fuser.rank=4|8" \
     --tokens 2000 --evals 1 --task_examples 0 --decode_timing 0 --out_dir "$run/grid"

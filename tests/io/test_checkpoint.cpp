@@ -319,6 +319,14 @@ TEST_F(Checkpoint, RefusesMissingOrMismatchedConfig) {
   theta.rope_theta = 5e5;
   fbt::Model<float> t(theta, 2);
   EXPECT_FBT_ERROR(fbt::load_model_into(p, t), p, "rope_theta");
+  // a fuser's option is part of the model: another value is refused naming fuser_options
+  fbt::ModelConfig ga = tiny();
+  ga.fuser = "gated_add", ga.fuser_options = {{"alpha", fbt::OptionValue::of_real(0.3)}};
+  fbt::Model<float, fbt::GatedAddFuser<float>> g3(ga, 1);
+  fbt::save_model(p, g3);
+  ga.fuser_options = {{"alpha", fbt::OptionValue::of_real(0.1)}};
+  fbt::Model<float, fbt::GatedAddFuser<float>> g1(ga, 1);
+  EXPECT_FBT_ERROR(fbt::load_model_into(p, g1), p, "fuser_options", "0.3", "0.1");
 
   // A refused tensor also leaves a load_model_into target unchanged.
   Parts<float> parts(m);
@@ -558,7 +566,17 @@ TEST_F(Checkpoint, V1FilesLoadComputeAndSaveBackByteForByte) {
       M m = fbt::load_model<M>(src);
       const std::string again = path(std::string("again_") + fuser + ".safetensors");
       fbt::save_model(again, m);
-      EXPECT_EQ(read_bytes(again), read_bytes(src)) << "a v1 checkpoint saves back byte for byte";
+      // it saves back with the same tensor bytes; its config now records glu's init and gated_add's alpha
+      // as fuser_options (the v1 file's glu_init / gated_add_alpha, their legacy spellings), the same model
+      auto data_section = [](const std::string& bytes) {
+        std::uint64_t n = 0;
+        std::memcpy(&n, bytes.data(), 8);
+        return bytes.substr(8 + n);
+      };
+      EXPECT_EQ(data_section(read_bytes(again)), data_section(read_bytes(src))) << "a v1 checkpoint's tensors save back byte for byte";
+      EXPECT_EQ(fbt::to_json(fbt::read_model_config(again)), fbt::to_json(M::normalized(cfg)));
+      if (std::string(fuser) == "glu") EXPECT_EQ(m.cfg.fuser_options.at("init").s, "default");
+      if (std::string(fuser) == "gated_add") EXPECT_EQ(m.cfg.fuser_options.at("alpha").r, cfg.gated_add_alpha);
       // the batch of make_v1_fixtures: 2 rows of 12 tokens, a document start at row 1 position 5
       const int B = 2, T = 12;
       std::vector<int> tok(B * T), tgt(B * T);

@@ -3,7 +3,9 @@
 // every real must be finite and in range; the error names the field and the value.
 #include <gtest/gtest.h>
 
+#include "fbt/io/config_json.hpp"
 #include "fbt/model/model.hpp"
+#include "../common/io_test.hpp"
 
 #include <limits>
 
@@ -122,6 +124,34 @@ TEST(ModelConfig, TheFuserNameChoosesTheType) {
   }
 }
 
+// glu's init and gated_add's alpha are fuser options; the fields glu_init and gated_add_alpha are their
+// legacy spellings (every older config and checkpoint holds them): read into the options, both given
+// and different refused.
+TEST(ModelConfig, LegacyFuserFieldsAreReadAsOptions) {
+  ModelConfig c;
+  c.glu_init = "fan_in";
+  Model<double> m(c, 1);
+  EXPECT_EQ(m.cfg.fuser_options, (Options{{"init", OptionValue::of_string("fan_in")}}));
+  EXPECT_EQ(m.fuser.init, GluInit::FanIn);
+  EXPECT_EQ(to_json(Model<double>::normalized(c)), to_json(m.cfg));
+  c.fuser_options = {{"init", OptionValue::of_string("identity_both")}};
+  EXPECT_FBT_ERROR(Model<double>(c, 1), "glu_init", "differs from fuser_options.init");
+  c.glu_init = "default";
+  EXPECT_EQ(Model<double>(c, 1).fuser.init, GluInit::IdentityBoth);
+  c.fuser_options = {{"rank", OptionValue::of_int(2)}};
+  EXPECT_FBT_ERROR(Model<double>(c, 1), "fuser_options.rank: unknown option of fuser \"glu\" (its options: init)");
+  c.fuser = "none";
+  EXPECT_FBT_ERROR(Model<double>(c, 1), "fuser_options", "the fuser is none");
+  // the record round-trips through JSON: options typed, the block written only when not the built-in one
+  c = ModelConfig{};
+  c.fuser = "gated_add", c.fuser_options = {{"alpha", OptionValue::of_text("0.25")}};
+  const nlohmann::json j = to_json(Model<double, GatedAddFuser<double>>(c, 1).cfg);
+  EXPECT_EQ(j.at("fuser_options"), nlohmann::json({{"alpha", 0.25}}));
+  EXPECT_FALSE(j.contains("block"));
+  EXPECT_FALSE(j.contains("gated_add_alpha"));
+  EXPECT_EQ(config_from_json(j, "test").fuser_options.at("alpha").r, 0.25);
+}
+
 TEST(ModelConfig, DescribesTheModelItBuilds) {
   // the builder reads a config into layers; describe_model reads the layers back: the same config
   for (const char* f : {"none", "glu", "gated_add", "concat"}) {
@@ -130,15 +160,17 @@ TEST(ModelConfig, DescribesTheModelItBuilds) {
     c.feedback_source = "pre_final_norm", c.rope_theta = 500.0, c.z_loss = 1e-4, c.doc_attention = "causal";
     with_model<double>(c, [&](auto tag) {
       typename decltype(tag)::type m(c, 0);
-      ModelConfig want = c;
-      want.head_dim = c.hs();
-      if (std::string(f) != "glu") want.glu_init = "default";  // only the glu fuser records it
-      if (std::string(f) != "gated_add") want.gated_add_alpha = ModelConfig{}.gated_add_alpha;
-      if (std::string(f) == "glu") want.gated_add_alpha = ModelConfig{}.gated_add_alpha;
       const ModelConfig got = describe_model(m);
-      EXPECT_EQ(got.fuser, want.fuser);
-      EXPECT_EQ(got.glu_init, want.glu_init) << f;
-      EXPECT_EQ(got.gated_add_alpha, want.gated_add_alpha) << f;
+      EXPECT_EQ(got.fuser, f);
+      // the legacy fields are read into the fuser's options, which the model records
+      EXPECT_EQ(got.glu_init, "default") << f;
+      EXPECT_EQ(got.gated_add_alpha, ModelConfig{}.gated_add_alpha) << f;
+      Options want;
+      if (std::string(f) == "glu") want = {{"init", OptionValue::of_string("fan_in")}};  // each fuser records its own
+      if (std::string(f) == "gated_add") want = {{"alpha", OptionValue::of_real(0.3)}};
+      EXPECT_EQ(got.fuser_options, want) << f;
+      EXPECT_EQ(to_json(got), to_json(m.cfg)) << f << ": the built model's own record";
+      EXPECT_EQ(got.block, "decoder");
       EXPECT_EQ(got.feedback_source, "pre_final_norm");
       EXPECT_EQ(got.input_norm, "fused_only");
       EXPECT_EQ(got.doc_attention, "causal");

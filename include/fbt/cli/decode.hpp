@@ -35,6 +35,8 @@ template <class Fusers, class Blocks> int cmd_sample(Args a) {
         "temperature 0 is greedy. --precision bf16 runs the matrix products with bf16 operands and fp32 sums\n"
         "(default fp32). --n samples several continuations together (batched), each with its own seed\n"
         "(seed, seed+1, ...).\n");
+    std::printf("--mode: a decoding policy this command knows: %s (fused takes (k); a policy of your own, NAME(ARG))\n",
+                PolicyRegistry::global().names().c_str());
     return 0;
   }
   const std::string ck = take(a, "checkpoint", ""), prompt = take(a, "prompt", ""), prompt_ids = take(a, "prompt_ids", "");

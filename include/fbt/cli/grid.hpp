@@ -25,7 +25,7 @@ template <class Fusers, class Blocks> int cmd_ablate(Args a) {
     std::printf(
         "fbt ablate [--grid FILE.json] [--vary FIELD=v1|v2|...] [--seeds 1,2,3] [--tokens N] [--evals N]\n"
         "           [--task_examples N] [--task_lengths 1,2,4] [--decode_timing 0|1] [--jobs N] [--out_dir DIR] [--dry_run true] [--FIELD VALUE ...]\n\n"
-        "Trains every run of a grid: runs x vary x seeds (see tools/ablate.hpp and docs/EXPERIMENTS.md).\n"
+        "Trains every run of a grid: runs x vary x seeds (see fbt/ablate.hpp and docs/EXPERIMENTS.md).\n"
         "The grid file is one JSON object: {\"base\": {field: value}, \"runs\": [{field: value}, ...],\n"
         "\"vary\": {field: [values]}, \"seeds\": [1, 2], \"tokens\": 1e6, \"evals\": 10, \"task_examples\": 100,\n"
         "\"task_lengths\": [1, 2, 4], \"decode_timing\": 1, \"jobs\": 2, \"out_dir\": \"runs/x\"}. Flags add to it: --vary (repeatable; values split on |),\n"

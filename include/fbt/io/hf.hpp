@@ -185,6 +185,7 @@ template <class M> void save_hf_dir(const std::string& dir, const M& m, const Hf
   auto refuse = [&](const std::string& why) { throw Error("fbt::save_hf_dir: '" + dir + "': " + why); };
   if (!c.qk_norm) refuse("qk_norm false: a Qwen3ForCausalLM always normalises q and k");
   if (c.block_norm != "pre") refuse("block_norm \"" + c.block_norm + "\": a Qwen3ForCausalLM has no norms after its attention and MLP");
+  if (c.block != "decoder") refuse("block \"" + c.block + "\": a Qwen3ForCausalLM's layers are the built-in decoder block (save it as an fbt checkpoint)");
   if (!c.uniform()) refuse("per-layer sizes (layer_*): a Qwen3ForCausalLM's layers are all alike");
   if (o.dtype != "F32" && o.dtype != "BF16") refuse("dtype \"" + detail::excerpt(o.dtype) + "\": expected F32 or BF16");
   const bool plain = o.plain || !M::has_feedback;

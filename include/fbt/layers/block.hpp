@@ -35,7 +35,7 @@ struct LayerSpec {
   double init_std = 0.02;  ///< projections
   double out_std = 0.02;   ///< o_proj and down_proj (the model passes std / sqrt(2L))
   bool sandwich = false;   ///< block_norm sandwich: an RMSNorm on each branch's output too
-  OptionValues options;    ///< the block type's own options (block_options, resolved against its declare_options)
+  OptionValues options{};  ///< the block type's own options (block_options, resolved against its declare_options)
 
   AttentionSpec attention() const {
     return AttentionSpec{hidden_size, num_attention_heads, num_key_value_heads, head_dim, qk_norm, rms_norm_eps, rope_theta,

@@ -45,7 +45,7 @@ struct FuserArgs {
   int hidden_size = 0;              ///< D
   double rms_norm_eps = 1e-6;       ///< for the fuser's own norms
   double initializer_range = 0.02;  ///< std of a normal init
-  OptionValues options;             ///< fuser_options, checked, every declared option present (empty for a fuser built by hand)
+  OptionValues options{};           ///< fuser_options, checked, every declared option present (empty for a fuser built by hand)
 };
 
 /// \brief A fuser F built by hand with its options: `given` checked against F::declare_options (unknown

@@ -44,7 +44,7 @@ struct OptimizerArgs {
   double matrix_weight_decay = 0.01;
   double muon_momentum = 0.95, normuon_beta2 = 0.95;
   int ns_steps = 5;
-  OptionValues options;              ///< optimizer_options, resolved against the type's declare_options
+  OptionValues options{};            ///< optimizer_options, resolved against the type's declare_options
 };
 
 /// One step's rates: the schedule's lr and its multiplier (lr / peak lr), and the step (0-based).
