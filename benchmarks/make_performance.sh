@@ -2,8 +2,8 @@
 # Regenerates the measurements behind docs/PERFORMANCE.md (about 35 minutes on the 2-core machine for the fp32
 # runs, plus an estimated 30 for the bf16 run, half of that compiling torch.compile graphs into an empty
 # Inductor cache; run it on an otherwise idle machine). Needs a Release build with benchmarks
-# (scripts/build.sh does one) and, for the side-by-side columns, PyTorch in /opt/torch-venv (or --python for
-# run_e2e.py; without torch the fbt side runs alone).
+# (scripts/build.sh does one) and, for the side-by-side columns, a Python with PyTorch named by $FBT_TORCH_PYTHON
+# (or --python for run_e2e.py; without torch the fbt side runs alone).
 # Output: benchmarks/results/{train,bf16,decode,decode_compile,mix}/e2e.{json,md} and cpu.json (each run
 # records the CPU: benchmarks/cpu_info.py), cpu.json (for soft_overhead.jsonl and kernels.txt),
 # soft_overhead.jsonl, kernels.txt and tables.md (what docs/PERFORMANCE.md quotes; a line naming the CPU

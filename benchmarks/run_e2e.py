@@ -25,7 +25,7 @@ kernel every step), OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset. Both start fro
 weights: `bench_e2e --save-init DIR` writes them, the peer loads them (--init).
 
 torch is optional: the peer is skipped with a message when it cannot be imported (--python, default
-/opt/torch-venv/bin/python if it exists, else python3). The fbt side then runs alone.
+$FBT_TORCH_PYTHON when set, else python3). The fbt side then runs alone.
 
     python3 benchmarks/run_e2e.py                                    # everything (long: see --help)
     python3 benchmarks/run_e2e.py --quick --configs tiny --threads 1 # smoke test
@@ -112,9 +112,10 @@ def machine_info():
 
 
 def find_python(arg):
+    """The peer's python: --python, else $FBT_TORCH_PYTHON, else python3 (torch_probe says whether it has torch)."""
     if arg:
         return arg
-    return "/opt/torch-venv/bin/python" if os.path.exists("/opt/torch-venv/bin/python") else "python3"
+    return os.environ.get("FBT_TORCH_PYTHON") or "python3"
 
 
 def torch_probe(py, env):
@@ -201,7 +202,7 @@ def run_check(py, bench, env, bf16, log):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bench", default=os.path.join(ROOT, "build", "benchmarks", "bench_e2e"), help="fbt's bench_e2e")
-    ap.add_argument("--python", default=None, help="python with torch (default /opt/torch-venv/bin/python, else python3)")
+    ap.add_argument("--python", default=None, help="python with torch (default $FBT_TORCH_PYTHON, else python3)")
     ap.add_argument("--configs", default="tiny,small")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--measures", default=",".join(MEASURES), help="comma list; 'sgemm' adds the BLAS ceilings")

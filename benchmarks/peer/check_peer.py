@@ -237,7 +237,7 @@ def main(argv=None) -> int:
     try:
         import torch
     except ImportError:
-        print("check_peer: torch is not importable in this python; skipped (use /opt/torch-venv/bin/python)")
+        print("check_peer: torch is not importable in this python; skipped (run it with a python that has torch, e.g. $FBT_TORCH_PYTHON)")
         return 2
     torch.set_num_threads(1)
     dump = a.dump

@@ -163,4 +163,45 @@ TEST_F(TokenDatasetTest, BadSettingsAreRefusedUpFront) {
   EXPECT_FBT_ERROR(TokenFileDataset::open(path("a.bin"), o), "val_fraction must be in (0, 1) without a validation file");
 }
 
+// vocab_check "windows": opening reads no id, and each window is checked as it is read, so a bad id stops
+// the batch or the evaluation window that holds it, named as the full check names it; windows without it
+// are unchanged. An id over 2^32 (int64) is caught by its true value, not as its truncation to int.
+TEST_F(TokenDatasetTest, WindowsModeChecksEachWindowAsItIsRead) {
+  std::vector<std::int64_t> ids = docs_stream(400);
+  ids[350] = 25;  // in the validation split (the last 100 ids, from a separator)
+  write_token_bin(path("a.bin"), ids);
+  TokenDatasetOptions o = opts(8);
+  EXPECT_FBT_ERROR(TokenFileDataset::open(path("a.bin"), o), "a.bin", "token 350 (byte offset 700) is id 25");
+  o.vocab_check = "windows";
+  const TokenFileDataset d = TokenFileDataset::open(path("a.bin"), o);
+  ASSERT_LE(d.train_tokens(), 350u);
+  Rng rng(3);
+  std::vector<int> tok, tgt;
+  std::vector<std::uint8_t> ds;
+  for (int i = 0; i < 50; ++i) d.sample_batch(rng, 4, 8, tok, tgt, ds);  // the training split is clean
+  const std::uint64_t at = 350 - (400 - d.val_tokens());                 // the bad id's place in the validation split
+  for (int w = 0; w < d.num_eval_windows(8); ++w) {
+    const bool holds = at >= std::uint64_t(w) * 8 && at <= std::uint64_t(w) * 8 + 8;
+    if (holds) EXPECT_FBT_ERROR(d.eval_window(w, 8, tok, tgt, ds), "a.bin", "token 350 (byte offset 700) is id 25, outside the vocabulary [0, 20)");
+    else EXPECT_NO_THROW(d.eval_window(w, 8, tok, tgt, ds)) << "window " << w;
+  }
+  EXPECT_FBT_ERROR(d.val_token(at), "token 350 ");
+
+  // in the training split, the batch that draws it stops
+  ids = docs_stream(400);
+  ids[40] = 20;
+  write_token_bin(path("b.bin"), ids);
+  const TokenFileDataset b = TokenFileDataset::open(path("b.bin"), o);
+  Rng r2(4);
+  EXPECT_FBT_ERROR(for (int i = 0; i < 200; ++i) b.sample_batch(r2, 4, 8, tok, tgt, ds), "b.bin", "token 40 (byte offset 80) is id 20");
+  // an int64 id that truncates to a valid int
+  write_token_npy(path("c.npy"), "<i8", {0, 1, 2, (std::int64_t(1) << 32) + 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  TokenDatasetOptions c = opts(2, 0, 20);
+  c.vocab_check = "windows", c.val_fraction = 0.5;
+  const TokenFileDataset cd = TokenFileDataset::open(path("c.npy"), c);
+  EXPECT_FBT_ERROR(for (int i = 0; i < 100; ++i) cd.sample_batch(r2, 4, 2, tok, tgt, ds), "c.npy", "token 3 ", "is id 4294967299");
+  o.vocab_check = "lazy";
+  EXPECT_FBT_ERROR(TokenFileDataset::open(path("a.bin"), o), "vocab_check must be full or windows, got \"lazy\"");
+}
+
 }  // namespace test_data_token_dataset

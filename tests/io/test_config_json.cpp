@@ -443,6 +443,30 @@ TEST_F(ConfigJson, HostileFilesAreBoundedErrors) {
   EXPECT_FBT_ERROR(fbt::config_from_json_file(dir_.string()), "is a directory");
 }
 
+// A config that is not valid UTF-8 (a stray 0xff, a control byte in a key): the error quotes the bytes
+// escaped as \xNN, never raw, so the message is printable text on one line.
+TEST_F(ConfigJson, ErrorTextEscapesBytesThatAreNotPrintable) {
+  const std::string bad_utf8 = path("bad_utf8.json"), bad_key = path("bad_key.json");
+  write_text(bad_utf8, "{\"vocab_size\": \"ab\xff\xfe\"}");
+  write_text(bad_key, "{\"caf\xc3\xa9\\u0001\": 1}");  // a JSON escape: the key holds byte 0x01
+  for (const std::string& p : {bad_utf8, bad_key}) {
+    std::string msg;
+    try {
+      fbt::config_from_json_file(p);
+      ADD_FAILURE() << p << " accepted";
+    } catch (const fbt::Error& e) {
+      msg = e.what();
+    }
+    for (const char c : msg) {
+      const unsigned char u = static_cast<unsigned char>(c);
+      EXPECT_TRUE(u >= 0x20 && u != 0x7f && !(p == bad_utf8 && u >= 0x80)) << "raw byte " << int(u) << " in: " << msg;
+    }
+    EXPECT_NE(msg.find(p), std::string::npos) << msg;
+  }
+  EXPECT_FBT_ERROR(fbt::config_from_json_file(bad_utf8), "\\xff");
+  EXPECT_FBT_ERROR(fbt::config_from_json_file(bad_key), "caf\xc3\xa9\\x01", "unknown key");  // valid UTF-8 is kept
+}
+
 }  // namespace
 
 }  // namespace test_io_config_json

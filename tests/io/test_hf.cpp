@@ -19,6 +19,7 @@
 #include <fbt/io/hf.hpp>
 #include <fbt/train/evaluate.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -194,6 +195,33 @@ TEST_F(Hf, HostileIndexesAndShardsAreRefused) {
   EXPECT_FBT_ERROR(fbt::load_checkpoint<M>(dir), "needs model.safetensors or model.safetensors.index.json");
 }
 
+// An index far larger than any model fbt builds (2,000,000 entries over 4,096 shard names, 44 MB, within
+// the 64 MiB file limit) is refused as soon as the parse passes the most tensors a model can have: the
+// error says so, rather than (before) a missing shard after 20 s and 580 MB of parsing and searching.
+// One over the limit is refused by its count; exactly the limit passes the index checks (and is then
+// refused for its first missing shard). The 2,000,000-entry case runs in well under a second.
+TEST_F(Hf, IndexesOverTheTensorLimitAreRefusedAtOnce) {
+  M m(plain_config(true), 3);
+  const std::string dir = path("huge"), index = (fs::path(dir) / "model.safetensors.index.json").string();
+  fs::create_directories(dir);
+  std::ofstream(fs::path(dir) / "config.json") << hf_fixture_config_json(m.cfg, {});
+  auto write_index = [&](std::size_t entries) {
+    std::string t = "{\"metadata\": {\"total_size\": 1}, \"weight_map\": {";
+    t.reserve(entries * 24 + 64);
+    for (std::size_t i = 0; i < entries; ++i)
+      t += (i ? ",\"t" : "\"t") + std::to_string(i) + "\":\"s" + std::to_string(i % fbt::kHfMaxShards) + ".st\"";
+    t += "}}";
+    std::ofstream(index, std::ios::binary | std::ios::trunc) << t;
+    return t.size();
+  };
+  ASSERT_GT(write_index(2000000), std::size_t(40) << 20);
+  EXPECT_FBT_ERROR(fbt::load_checkpoint<M>(dir), index, "more than", "values", "at most 65536 tensors");
+  write_index(fbt::kHfMaxIndexEntries + 1);
+  EXPECT_FBT_ERROR(fbt::load_checkpoint<M>(dir), index, "names 65537 tensors, more than the 65536");
+  write_index(fbt::kHfMaxIndexEntries);
+  EXPECT_FBT_ERROR(fbt::load_checkpoint<M>(dir), (fs::path(dir) / "s0.st").string(), "cannot open");
+}
+
 TEST_F(Hf, TensorErrorsNameTheirShard) {
   M m(plain_config(true), 3);
   fbt::ModelConfig wrong = m.cfg;
@@ -225,6 +253,130 @@ TEST_F(Hf, ExportRoundTrips) {
   const G g2 = fbt::load_checkpoint<G>(path("full"));
   EXPECT_EQ(std::memcmp(g2.params.values(), g.params.values(), g.params.size() * sizeof(float)), 0);
   EXPECT_EQ(fbt::to_json(g2.cfg), fbt::to_json(g.cfg));
+}
+
+// A directory fbt exported carries fbt_config, but transformers builds from the top-level keys: each is
+// checked as in a config.json without fbt_config, by load and by init_from alike, and refused by name
+// when it asks for what fbt does not compute (before, they were ignored beside fbt_config). Keys that do
+// not change the model (token ids, use_cache, transformers_version, a sliding_window that
+// use_sliding_window false turns off) are accepted.
+TEST_F(Hf, AnExportsTopLevelKeysAreCheckedBesideFbtConfig) {
+  using G = fbt::Model<float>;
+  fbt::ModelConfig gc = plain_config(true);
+  gc.fuser = "glu";
+  G g(gc, 4);
+  randomize(g, 11);
+  const std::string dir = path("export"), cj = (fs::path(dir) / "config.json").string();
+  fbt::save_hf_dir(dir, g);
+  const nlohmann::json exported = nlohmann::json::parse(read_bytes(cj));
+  auto with = [&](const std::string& key, const nlohmann::json* value) {
+    nlohmann::json j = exported;
+    if (value) j[key] = *value;
+    else j.erase(key);
+    std::ofstream(cj, std::ios::trunc) << j.dump(2);
+  };
+  struct Bad {
+    std::string key;
+    nlohmann::json value;
+    std::string says;
+  };
+  const Bad bads[] = {{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}, "plain RoPE"},
+                      {"hidden_act", "gelu", "silu"},
+                      {"use_sliding_window", true, "sliding-window"},
+                      {"attention_bias", true, "attention biases"},
+                      {"model_type", "llama", "expected \"fbt\" or \"qwen3\""},
+                      {"architectures", {"LlamaForCausalLM"}, "not an architecture fbt loads"},
+                      {"layer_types", {"full_attention", "sliding_attention"}, "full_attention"},
+                      {"attention_dropout", 0.1, "dropout"},
+                      {"rope_parameters", {{"rope_type", "linear"}, {"rope_theta", 1e6}}, "plain RoPE"},
+                      {"quantization_config", {{"quant_method", "gptq"}}, "unknown key"},
+                      {"rms_norm_eps", 1e-5, "fbt_config says"},
+                      {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 5e5}}, "but \"rope_theta\" is"}};
+  for (const Bad& b : bads) {
+    SCOPED_TRACE(b.key + " " + b.value.dump());
+    with(b.key, &b.value);
+    EXPECT_FBT_ERROR(fbt::load_checkpoint<G>(dir), "config.json", "\"" + b.key + "\"", b.says);
+    G fresh(gc, 5);
+    EXPECT_FBT_ERROR(fbt::init_from_checkpoint(fresh, dir), "config.json", "\"" + b.key + "\"", b.says);
+  }
+  with("head_dim", nullptr);  // transformers would take its default (128)
+  EXPECT_FBT_ERROR(fbt::load_checkpoint<G>(dir), "config.json", "\"head_dim\"", "missing");
+  nlohmann::json rp = exported;  // newer transformers' rope_parameters in place of rope_theta: compared with fbt_config
+  rp.erase("rope_theta");
+  rp["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 5e5}};
+  std::ofstream(cj, std::ios::trunc) << rp.dump(2);
+  EXPECT_FBT_ERROR(fbt::load_checkpoint<G>(dir), "config.json", "\"rope_parameters\"", "fbt_config says");
+  // inert keys: what they change is not the model's function
+  nlohmann::json j = exported;
+  j["bos_token_id"] = 1, j["eos_token_id"] = 2, j["pad_token_id"] = 0, j["use_cache"] = false, j["transformers_version"] = "4.51.3";
+  j["sliding_window"] = 4096, j["max_window_layers"] = 28, j["torch_dtype"] = "bfloat16", j["layer_types"] = {"full_attention", "full_attention"};
+  std::ofstream(cj, std::ios::trunc) << j.dump(2);
+  const G back = fbt::load_checkpoint<G>(dir);
+  EXPECT_EQ(std::memcmp(back.params.values(), g.params.values(), g.params.size() * sizeof(float)), 0);
+  G fresh(gc, 5);
+  EXPECT_TRUE(fbt::init_from_checkpoint(fresh, dir).empty());
+}
+
+// A tied checkpoint whose lm_head.weight is not the embedding: load refuses it, and so does init_from
+// (before, init_from dropped the tensor unseen and the run computed another head). An exact copy is accepted.
+TEST_F(Hf, InitFromRefusesATiedHeadThatIsNotTheEmbedding) {
+  M m(plain_config(true), 3);
+  randomize(m, 12);
+  std::vector<float> head(m.params.spec("model.embed_tokens.weight").size);
+  std::memcpy(head.data(), m.params.value("model.embed_tokens.weight"), head.size() * sizeof(float));
+  auto save_with_head = [&](const std::string& p) {
+    std::vector<fbt::TensorRef> t = fbt::model_tensors(m);
+    t.push_back({"lm_head.weight", "F32", m.params.spec("model.embed_tokens.weight").shape, head.data()});
+    fbt::save_safetensors(p, t, fbt::model_metadata(m.cfg));
+  };
+  save_with_head(path("copy.safetensors"));
+  M a(plain_config(true), 4);
+  EXPECT_TRUE(fbt::init_from_checkpoint(a, path("copy.safetensors")).empty());
+  EXPECT_EQ(std::memcmp(a.params.values(), m.params.values(), m.params.size() * sizeof(float)), 0);
+  head[7] += 0.25f;
+  save_with_head(path("differs.safetensors"));
+  EXPECT_FBT_ERROR(fbt::load_checkpoint<M>(path("differs.safetensors")), "differs.safetensors", "lm_head.weight", "differs from");
+  M b(plain_config(true), 4);
+  const std::vector<float> before(b.params.values(), b.params.values() + b.params.size());
+  EXPECT_FBT_ERROR(fbt::init_from_checkpoint(b, path("differs.safetensors")), "init_from_checkpoint", "differs.safetensors",
+                   "tensor \"lm_head.weight\"", "differs from model.embed_tokens.weight at index 7");
+  EXPECT_EQ(std::memcmp(b.params.values(), before.data(), before.size() * sizeof(float)), 0) << "the model is unchanged";
+  // a head of another shape is refused by its shape, never compared out of bounds
+  std::vector<fbt::TensorRef> t = fbt::model_tensors(m);
+  t.push_back({"lm_head.weight", "F32", fbt::Shape{36, 16}, head.data()});  // the embedding is [37, 16]
+  fbt::save_safetensors(path("short.safetensors"), t, fbt::model_metadata(m.cfg));
+  EXPECT_FBT_ERROR(fbt::init_from_checkpoint(b, path("short.safetensors")), "short.safetensors", "lm_head.weight", "in a tied model, expected the embedding's");
+}
+
+// Exporting over an earlier sharded export removes its index and shards (before, they stayed beside the
+// new model.safetensors); other files are left alone. A write that fails (config.json's temporary file on
+// a full disk, /dev/full) leaves the earlier export whole and no temporary file (before, model.safetensors
+// was replaced first, and the directory held the new tensors under the old config).
+TEST_F(Hf, ExportReplacesAnEarlierExportWhole) {
+  M old_model(plain_config(false), 3), new_model(plain_config(true), 4);
+  randomize(old_model, 13), randomize(new_model, 14);
+  const std::string dir = path("out");
+  write_hf_fixture(dir, old_model, HfFixtureOptions{"F32", 3, false});
+  ASSERT_TRUE(fs::exists(fs::path(dir) / "model-00003-of-00003.safetensors"));
+  std::ofstream(fs::path(dir) / "tokenizer.json") << "{}";
+  std::ofstream(fs::path(dir) / "model-1.safetensors") << "not a shard name save_pretrained writes";
+  fbt::save_hf_dir(dir, new_model);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"config.json", "model-1.safetensors", "model.safetensors", "tokenizer.json"}));
+  const M back = fbt::load_checkpoint<M>(dir);
+  EXPECT_EQ(std::memcmp(back.params.values(), new_model.params.values(), new_model.params.size() * sizeof(float)), 0);
+
+  // a failed write: the directory keeps the export it held, and no temporary file
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full to fill";
+  fs::create_symlink("/dev/full", fs::path(dir) / "config.json.tmp");
+  EXPECT_FBT_ERROR(fbt::save_hf_dir(dir, old_model), "config.json", "disk full");
+  EXPECT_FALSE(fs::exists(fs::symlink_status(fs::path(dir) / "config.json.tmp")));
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "model.safetensors.tmp"));
+  const M kept = fbt::load_checkpoint<M>(dir);
+  EXPECT_EQ(std::memcmp(kept.params.values(), new_model.params.values(), new_model.params.size() * sizeof(float)), 0);
+  EXPECT_TRUE(kept.cfg.tie_word_embeddings);
 }
 
 TEST_F(Hf, ThePlainPartComputesPassOne) {

@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/io_test.hpp"
 #include "common/token_files.hpp"
@@ -108,6 +110,65 @@ TEST_F(TokenFileTest, IdsOutsideTheVocabularyAreNamedWithTheirOffset) {
   EXPECT_FBT_ERROR(TokenFile::open(path("neg.npy")).check_vocab(10), "neg.npy", "token 2 (byte offset 144) is id -1");  // a 128-byte header, then 2 x 8 bytes
   write_token_npy(path("huge.npy"), "<i8", {std::int64_t(1) << 40});
   EXPECT_FBT_ERROR(TokenFile::open(path("huge.npy")).check_vocab(1 << 30), "id 1099511627776, outside");
+}
+
+// The scan is chunked and shared among threads: whichever thread finds a bad chunk first, the id
+// reported is the first bad one of the file (here bad ids at the end of chunk 1 and the start of chunk 2,
+// and at the last id), for every thread count and element type.
+TEST_F(TokenFileTest, TheChunkedScanReportsTheFirstBadIdWhateverTheThreads) {
+  const std::uint64_t C = TokenFile::kVocabScanChunk, n = 3 * C + 5;
+  std::string bytes(std::size_t(2 * n), '\0');
+  auto put = [&](std::uint64_t i, int v) { bytes[std::size_t(2 * i)] = char(v & 0xff), bytes[std::size_t(2 * i + 1)] = char(v >> 8); };
+  for (std::uint64_t i = 0; i < n; ++i) put(i, int(i % 50));
+  write_file(path("ok.bin"), bytes);
+  put(2 * C - 1, 60), put(2 * C, 70);
+  write_file(path("two.bin"), bytes);
+  for (std::uint64_t i = 0; i < n; ++i) put(i, int(i % 50));
+  put(n - 1, 99);
+  write_file(path("last.bin"), bytes);
+  bytes.clear();
+  const TokenFile ok = TokenFile::open(path("ok.bin")), two = TokenFile::open(path("two.bin")), last = TokenFile::open(path("last.bin"));
+  for (int threads : {1, 2, 3, 8}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    EXPECT_NO_THROW(ok.check_vocab(50, "vocab_size", threads));
+    EXPECT_FBT_ERROR(two.check_vocab(50, "vocab_size", threads), "two.bin",
+                     "token " + std::to_string(2 * C - 1) + " (byte offset " + std::to_string(2 * (2 * C - 1)) + ") is id 60, outside the vocabulary [0, 50)");
+    EXPECT_FBT_ERROR(last.check_vocab(50, "vocab_size", threads), "token " + std::to_string(n - 1) + " ", "is id 99");
+    EXPECT_NO_THROW(last.check_vocab(100, "vocab_size", threads));
+  }
+  EXPECT_EQ(last.max_id(), 99);
+  // the other element types' fast paths: signed ids below 0, unsigned ones over the vocabulary
+  write_token_npy(path("i4.npy"), "<i4", {3, 2, -5, 1});
+  EXPECT_FBT_ERROR(TokenFile::open(path("i4.npy")).check_vocab(10), "i4.npy", "token 2 ", "is id -5");
+  write_token_npy(path("u4.npy"), "<u4", {3, 4000000000, 1});
+  EXPECT_FBT_ERROR(TokenFile::open(path("u4.npy")).check_vocab(10), "u4.npy", "token 1 ", "is id 4000000000");
+  EXPECT_EQ(TokenFile::open(path("u4.npy")).max_id(), 4000000000);
+}
+
+/// Resident bytes of this process (/proc/self/statm), or -1 where /proc is not available.
+long long resident_bytes() {
+  std::ifstream in("/proc/self/statm");
+  long long size = 0, resident = -1;
+  if (!(in >> size >> resident)) return -1;
+  return resident * ::sysconf(_SC_PAGESIZE);
+}
+
+// A scanned chunk's pages are handed back: checking a 128 MiB file leaves a few chunks resident, not the
+// file (before, the scan kept every page of the mapping resident: a corpus cost its size in memory).
+TEST_F(TokenFileTest, TheVocabularyScanReleasesThePagesItRead) {
+  if (resident_bytes() < 0) GTEST_SKIP() << "no /proc/self/statm";
+  const std::uint64_t n = std::uint64_t(64) << 20;  // 64 Mi uint16 ids, 128 MiB
+  {
+    std::string bytes(std::size_t(2 * n), '\0');
+    for (std::uint64_t i = 0; i < n; ++i) bytes[std::size_t(2 * i)] = char(i % 200);
+    write_file(path("big.bin"), bytes);
+  }
+  const TokenFile f = TokenFile::open(path("big.bin"));
+  ASSERT_TRUE(f.size() == n);
+  const long long before = resident_bytes();
+  f.check_vocab(200, "vocab_size", 2);
+  const long long grown = resident_bytes() - before;
+  EXPECT_LT(grown, 48ll << 20) << "the scan left " << (grown >> 20) << " MiB of the 128 MiB file resident";
 }
 
 TEST_F(TokenFileTest, NotAFileIsRefused) {

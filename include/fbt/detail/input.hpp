@@ -4,8 +4,8 @@
 // the open forever), /dev/zero (which never ends) or a file over the caller's size limit is refused with
 // one line naming the file, instead of blocking, reading without bound or failing with a library
 // message. excerpt() bounds what an error message quotes from the input: a value from a 20 MB file is
-// shown as its first bytes and its length, never whole. Both are std + POSIX only, so data/ and io/
-// headers can share them.
+// shown as its first bytes and its length, never whole, and a byte that is not printable UTF-8 as \xNN.
+// Both are std + POSIX only, so data/ and io/ headers can share them.
 #pragma once
 
 #include <cstdint>
@@ -18,15 +18,48 @@
 namespace fbt {
 namespace detail {
 
-/// \brief `s` as an error message may quote it: at most `max_chars` bytes, then "... (N bytes)";
-/// control characters are shown as '?', so a hostile value cannot break the one-line message.
+/// Length of the well-formed UTF-8 sequence of a printable character at s[i] (1 for printable ASCII),
+/// or 0: a control character (C0, DEL, C1), a stray or missing continuation byte, an overlong form, a
+/// surrogate, a code point over U+10FFFF, or a sequence cut off at `n`.
+inline std::size_t utf8_printable_len(const std::string& s, std::size_t i, std::size_t n) {
+  const unsigned char c = static_cast<unsigned char>(s[i]);
+  if (c < 0x80) return (c < 0x20 || c == 0x7f) ? 0 : 1;
+  std::size_t len = 0;
+  std::uint32_t cp = 0, min = 0;
+  if (c >= 0xc2 && c <= 0xdf) len = 2, cp = c & 0x1fu, min = 0x80;
+  else if (c >= 0xe0 && c <= 0xef) len = 3, cp = c & 0x0fu, min = 0x800;
+  else if (c >= 0xf0 && c <= 0xf4) len = 4, cp = c & 0x07u, min = 0x10000;
+  else return 0;  // a continuation byte, 0xc0/0xc1 (always overlong) or 0xf5-0xff
+  if (i + len > n) return 0;
+  for (std::size_t k = 1; k < len; ++k) {
+    const unsigned char d = static_cast<unsigned char>(s[i + k]);
+    if ((d & 0xc0u) != 0x80u) return 0;
+    cp = (cp << 6) | (d & 0x3fu);
+  }
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp <= 0x9f)) return 0;
+  return len;
+}
+
+/// \brief `s` as an error message may quote it: at most `max_chars` bytes, then "... (N bytes)".
+/// Printable ASCII and well-formed UTF-8 characters are kept; every other byte (control characters,
+/// bytes that are not valid UTF-8, a character cut off by the bound) is shown escaped as \xNN, so a
+/// hostile value can neither break the one-line message nor put raw bytes on a terminal.
 inline std::string excerpt(const std::string& s, std::size_t max_chars = 64) {
+  static const char hex[] = "0123456789abcdef";
   std::string r;
   const std::size_t n = s.size() < max_chars ? s.size() : max_chars;
   r.reserve(n + 24);
-  for (std::size_t i = 0; i < n; ++i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    r += (c < 0x20 || c == 0x7f) ? '?' : char(c);
+  for (std::size_t i = 0; i < n;) {
+    const std::size_t len = utf8_printable_len(s, i, n);
+    if (len > 0) {
+      r.append(s, i, len);
+      i += len;
+      continue;
+    }
+    const unsigned char c = static_cast<unsigned char>(s[i++]);
+    r += "\\x";
+    r += hex[c >> 4];
+    r += hex[c & 15];
   }
   if (s.size() > max_chars) r += "... (" + std::to_string(s.size()) + " bytes)";
   return r;

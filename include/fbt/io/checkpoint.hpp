@@ -227,6 +227,26 @@ inline void ckpt_check_layout(const CheckpointTensors& ts, const ParamLayout& pl
   }
 }
 
+/// A tied model has no lm_head: a checkpoint may carry one (HF writes it sometimes) only as an exact copy
+/// of the embedding (same shape, checked before). Refuses, naming `head`'s file and the first index that
+/// differs; `why` says who ties the head. Compared in chunks: no copy of the whole matrix.
+inline void ckpt_check_tied_head(const CheckpointTensors::Ref& head, const CheckpointTensors::Ref& emb, const std::string& why, const char* fn) {
+  const SafetensorsEntry &h = *head.entry, &ee = *emb.entry;
+  const std::size_t size = std::size_t(numel(ee.shape));
+  const std::size_t chunk = 4096;
+  double a[chunk], b[chunk];
+  for (std::size_t i0 = 0; i0 < size; i0 += chunk) {
+    const std::size_t n = std::min(chunk, size - i0);
+    st_convert(h.dtype, head.file->bytes(h) + i0 * safetensors_dtype_size(h.dtype), n, a);
+    st_convert(ee.dtype, emb.file->bytes(ee) + i0 * safetensors_dtype_size(ee.dtype), n, b);
+    for (std::size_t i = 0; i < n; ++i)
+      if (std::memcmp(&a[i], &b[i], sizeof(double)) != 0)
+        ckpt_fail(fn, head.file->path,
+                  "tensor \"lm_head.weight\": " + why + " but lm_head.weight differs from model.embed_tokens.weight at index " +
+                      ckpt_index_str(i0 + i, ee.shape) + " (" + ckpt_num(a[i]) + " vs " + ckpt_num(b[i]) + ")");
+  }
+}
+
 /// Loads ts's tensors into m.params after ckpt_check_layout accepted them. With `stage`, the values are
 /// converted into a copy first and m is unchanged if anything is refused (load_model_into); without,
 /// they are converted straight into m (a model that load_model throws away on a refusal), and each
@@ -247,23 +267,9 @@ template <class M> void ckpt_load_params(const CheckpointTensors& ts, M& m, cons
     if (!stage) r.file->release(*r.entry);
   }
   if (tied_head) {
-    // A tied model has no lm_head: a file may carry one (HF writes it sometimes) only as an exact copy.
-    const ParamSpec& es = ps.spec("model.embed_tokens.weight");
-    const CheckpointTensors::Ref* emb = ts.find(es.name);
-    const SafetensorsEntry &h = *tied_head->entry, &ee = *emb->entry;
-    const std::size_t chunk = 4096;  // compared in chunks: no copy of the whole matrix
-    double a[chunk], b[chunk];
-    for (std::size_t i0 = 0; i0 < es.size; i0 += chunk) {
-      const std::size_t n = std::min(chunk, es.size - i0);
-      st_convert(h.dtype, tied_head->file->bytes(h) + i0 * safetensors_dtype_size(h.dtype), n, a);
-      st_convert(ee.dtype, emb->file->bytes(ee) + i0 * safetensors_dtype_size(ee.dtype), n, b);
-      for (std::size_t i = 0; i < n; ++i)
-        if (std::memcmp(&a[i], &b[i], sizeof(double)) != 0)
-          ckpt_fail(fn, tied_head->file->path,
-                    "tensor \"lm_head.weight\": the config ties the embeddings (tie_word_embeddings true) but lm_head.weight differs from "
-                    "model.embed_tokens.weight at index " + ckpt_index_str(i0 + i, es.shape) + " (" + ckpt_num(a[i]) + " vs " + ckpt_num(b[i]) + ")");
-    }
-    if (!stage) tied_head->file->release(h), emb->file->release(ee);
+    const CheckpointTensors::Ref* emb = ts.find("model.embed_tokens.weight");
+    ckpt_check_tied_head(*tied_head, *emb, "the config ties the embeddings (tie_word_embeddings true)", fn);
+    if (!stage) tied_head->file->release(*tied_head->entry), emb->file->release(*emb->entry);
   }
   if (stage) std::copy(staged.begin(), staged.end(), ps.values());
 }

@@ -36,9 +36,13 @@
 
 namespace fbt {
 
-/// The largest model.safetensors.index.json read (bytes), and the most shards it may name.
+/// The largest model.safetensors.index.json read (bytes), the most shards it may name, and the most
+/// tensors: more than any model within ModelLimits has (11 tensors per layer x 4,096 layers, plus the
+/// embedding, the final norm, the head and a fuser's few), so a larger index cannot describe a model fbt
+/// builds and is refused as soon as the parse passes that count (bounded time and memory).
 constexpr std::uint64_t kHfIndexMaxBytes = std::uint64_t(64) << 20;
 constexpr std::size_t kHfMaxShards = 4096;
+constexpr std::size_t kHfMaxIndexEntries = 65536;
 
 /// \brief Whether `path` is a model directory in the Hugging Face layout: a directory with a config.json.
 /// (An fbt checkpoint directory has none: its config is in model.safetensors' metadata.)
@@ -47,15 +51,19 @@ inline bool is_hf_model_dir(const std::string& path) {
   return std::filesystem::is_directory(path, ec) && std::filesystem::exists(std::filesystem::path(path) / "config.json", ec);
 }
 
-/// \brief The model config of a Hugging Face directory: its config.json through config_from_json. A Qwen3
-/// config must name the architecture fbt implements (architectures ["Qwen3ForCausalLM"] when present).
+/// \brief The model config of a Hugging Face directory: its config.json through config_from_json.
+/// `architectures`, when present, must be ["Qwen3ForCausalLM"]. A directory fbt exported (save_hf_dir)
+/// also carries "fbt_config", fbt's own config, which is the model; its top-level keys are what
+/// transformers builds from, so they are checked as strictly as a config.json without fbt_config (every
+/// key that changes the model: implemented, refused by name, or inert; docs/file-formats.md) and every
+/// one that fbt_config also states must say the same.
 inline ModelConfig read_hf_config(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   const std::string text = detail::read_file_bytes(path, "read_hf_config", kConfigMaxFileBytes);
   const nlohmann::json j = detail::parse_json_strict(text, "'" + path + "'");
   if (j.is_object()) {
-    const auto mt = j.find("model_type"), ar = j.find("architectures");
-    if (mt != j.end() && *mt == "qwen3" && ar != j.end()) {
+    const auto ar = j.find("architectures");
+    if (ar != j.end()) {
       if (!ar->is_array()) throw Error("'" + path + "': model config field \"architectures\": must be an array, got " + detail::json_brief(*ar));
       for (const auto& a : *ar)
         if (a != "Qwen3ForCausalLM")
@@ -63,20 +71,31 @@ inline ModelConfig read_hf_config(const std::string& dir) {
                       " is not an architecture fbt loads (it implements Qwen3ForCausalLM, a causal language model)");
     }
   }
-  // a directory fbt exported (save_hf_dir) carries its own config beside the Qwen3 keys: that one is the model
-  const auto fc = j.is_object() ? j.find("fbt_config") : j.end();
-  if (fc != j.end()) {
-    const ModelConfig c = config_from_json(*fc, "'" + path + "': fbt_config");
-    const nlohmann::json mine = to_json(c);
-    for (const auto& k : qwen3_required_keys()) {  // the Qwen3 keys transformers reads must say the same
-      const auto top = j.find(k);
-      if (top != j.end() && *top != mine[k] && !(top->is_number() && mine[k].is_number() && top->get<double>() == mine[k].get<double>()))
-        throw Error("'" + path + "': model config field \"" + k + "\" is " + detail::json_brief(*top) + " but fbt_config says " +
-                    detail::json_brief(mine[k]) + " (edit both, or neither)");
-    }
-    return c;
+  if (j.is_object()) {  // transformers reads rope_parameters' theta where both are given: they must agree
+    const auto rp = j.find("rope_parameters"), rt = j.find("rope_theta");
+    if (rp != j.end() && rt != j.end() && rp->is_object() && rp->contains("rope_theta") && rt->is_number() &&
+        (*rp)["rope_theta"].is_number() && (*rp)["rope_theta"].get<double>() != rt->get<double>())
+      throw Error("'" + path + "': model config field \"rope_parameters\": rope_theta is " + detail::json_brief((*rp)["rope_theta"]) +
+                  " but \"rope_theta\" is " + detail::json_brief(*rt) + " (give one, or both alike)");
   }
-  return config_from_json(j, "'" + path + "'");
+  const auto fc = j.is_object() ? j.find("fbt_config") : j.end();
+  if (fc == j.end()) return config_from_json(j, "'" + path + "'");
+  const ModelConfig c = config_from_json(*fc, "'" + path + "': fbt_config");
+  nlohmann::json top = j;
+  top.erase("fbt_config");
+  const ModelConfig t = config_from_json(top, "'" + path + "'");  // what transformers builds: the same rules
+  const nlohmann::json mine = to_json(c), theirs = to_json(t);
+  for (auto it = top.begin(); it != top.end(); ++it) {  // each model key both state, as both read it (head_dim resolved)
+    const std::string& k = it.key();
+    if (k == "model_type" || k == "architectures" || !mine.contains(k) || !theirs.contains(k)) continue;
+    if (theirs[k] != mine[k])
+      throw Error("'" + path + "': model config field \"" + k + "\" is " + detail::json_brief(*it) + " but fbt_config says " +
+                  detail::json_brief(mine[k]) + " (edit both, or neither)");
+  }
+  if (top.contains("rope_parameters") && theirs["rope_theta"] != mine["rope_theta"])
+    throw Error("'" + path + "': model config field \"rope_parameters\": rope_theta is " + detail::json_brief(theirs["rope_theta"]) +
+                " but fbt_config says " + detail::json_brief(mine["rope_theta"]) + " (edit both, or neither)");
+  return c;
 }
 
 namespace detail {
@@ -85,11 +104,17 @@ namespace detail {
 inline std::map<std::string, std::string> hf_weight_map(const std::string& index_path) {
   auto fail = [&](const std::string& what) { throw Error("fbt: '" + index_path + "': " + what); };
   const std::string text = read_file_bytes(index_path, "load_checkpoint", kHfIndexMaxBytes);
-  const nlohmann::json j = parse_json_strict(text, "'" + index_path + "'");
+  JsonLimits lim;  // the parse stops once the document holds more values than an index of the most tensors can
+  lim.max_values = kHfMaxIndexEntries + 4096;
+  lim.max_values_why = "an index names at most " + std::to_string(kHfMaxIndexEntries) + " tensors, more than a model within fbt's limits has";
+  const nlohmann::json j = parse_json_strict(text, "fbt: '" + index_path + "'", lim);
   if (!j.is_object()) fail("must hold one JSON object, got " + std::string(j.type_name()));
   const auto wm = j.find("weight_map");
   if (wm == j.end()) fail("has no \"weight_map\" (a sharded checkpoint's index maps each tensor to its shard file)");
   if (!wm->is_object()) fail("\"weight_map\" must be an object {tensor name: shard file}, got " + std::string(wm->type_name()));
+  if (wm->size() > kHfMaxIndexEntries)
+    fail("\"weight_map\" names " + std::to_string(wm->size()) + " tensors, more than the " + std::to_string(kHfMaxIndexEntries) +
+         " a model within fbt's limits can have");
   std::map<std::string, std::string> out;
   std::set<std::string> shards;
   for (auto it = wm->begin(); it != wm->end(); ++it) {
@@ -124,10 +149,8 @@ inline CheckpointTensors read_hf_tensors(const std::string& dir) {
   if (!fs::exists(index, ec))
     throw Error("fbt: '" + dir + "': a model directory with a config.json needs model.safetensors or model.safetensors.index.json (and its shards)");
   const std::map<std::string, std::string> wm = detail::hf_weight_map(index.string());
-  std::vector<std::string> order;  // shards in name order (HF's model-0000i-of-0000N)
-  for (const auto& kv : wm)
-    if (std::find(order.begin(), order.end(), kv.second) == order.end()) order.push_back(kv.second);
-  std::sort(order.begin(), order.end());
+  std::set<std::string> order;  // the shards, once each, in name order (HF's model-0000i-of-0000N)
+  for (const auto& kv : wm) order.insert(kv.second);
   for (const auto& f : order) files.push_back(read_safetensors((d / f).string()));
   for (const auto& sf : files) {
     const std::string name = fs::path(sf.path).filename().string();
@@ -159,6 +182,21 @@ template <class M> M load_hf_model(const std::string& dir) {
   });
 }
 
+namespace detail {
+/// Whether `name` is a shard file name as save_pretrained writes them: model-NNNNN-of-NNNNN.safetensors.
+inline bool is_hf_export_shard_name(const std::string& name) {
+  const std::string pre = "model-", mid = "-of-", post = ".safetensors";
+  if (name.size() != pre.size() + 5 + mid.size() + 5 + post.size()) return false;
+  if (name.compare(0, pre.size(), pre) != 0 || name.compare(pre.size() + 5, mid.size(), mid) != 0 ||
+      name.compare(name.size() - post.size(), post.size(), post) != 0)
+    return false;
+  for (std::size_t i : {pre.size(), pre.size() + 5 + mid.size()})
+    for (std::size_t k = 0; k < 5; ++k)
+      if (name[i + k] < '0' || name[i + k] > '9') return false;
+  return true;
+}
+}  // namespace detail
+
 /// How save_hf_dir writes a model.
 struct HfExportOptions {
   bool plain = false;         ///< a full-bandwidth model: only its plain part (pass 1) as a Qwen3ForCausalLM
@@ -178,7 +216,11 @@ struct HfExportOptions {
 /// A full-bandwidth model without o.plain is the same plus its model.feedback.* tensors (transformers
 /// reports them as unused) and its full fbt_config, so fbt loads it back as itself.
 /// Refuses (naming the knob) a stack a Qwen3ForCausalLM cannot hold: qk_norm false, block_norm sandwich,
-/// per-layer sizes. Each file is written atomically (tmp + rename).
+/// per-layer sizes. Each file is written atomically (tmp + rename), config.json's temporary file first
+/// and renamed last, so a failure while writing (a full disk) leaves the directory as it was and removes
+/// the temporary files. Afterwards the files of an earlier sharded export in `dir` are removed
+/// (model.safetensors.index.json and every model-NNNNN-of-NNNNN.safetensors), so that the directory
+/// holds one model; nothing else in it is touched.
 template <class M> void save_hf_dir(const std::string& dir, const M& m, const HfExportOptions& o = {}) {
   using T = typename M::Scalar;
   const ModelConfig& c = m.cfg;
@@ -247,11 +289,23 @@ template <class M> void save_hf_dir(const std::string& dir, const M& m, const Hf
     add(sp.name, sp.shape, v, sp.size);
   }
   for (std::size_t i = 0; i < refs.size(); ++i) refs[i].data = bytes[i].data();
-  std::filesystem::create_directories(dir);
-  save_safetensors((std::filesystem::path(dir) / "model.safetensors").string(), refs, {{"format", "pt"}});
-  detail::AtomicFile f((std::filesystem::path(dir) / "config.json").string(), "save_hf_dir");
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir, ec)) refuse("cannot create the directory (" + ec.message() + ")");
+  detail::AtomicFile f((fs::path(dir) / "config.json").string(), "save_hf_dir");
   f.write(j.dump(2) + "\n");
+  f.sync();  // a failure here leaves the directory as it was
+  save_safetensors((fs::path(dir) / "model.safetensors").string(), refs, {{"format", "pt"}});
   f.commit();
+  // an earlier sharded export: its index would point transformers and fbt at the old shards' names
+  std::vector<fs::path> stale;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (detail::is_hf_export_shard_name(it->path().filename().string())) stale.push_back(it->path());
+  if (ec) refuse("cannot list the directory for an earlier export's shards (" + ec.message() + ")");
+  stale.push_back(fs::path(dir) / "model.safetensors.index.json");
+  for (const fs::path& p : stale)
+    if (!fs::remove(p, ec) && ec) refuse("cannot remove '" + p.filename().string() + "' of an earlier sharded export (" + ec.message() + ")");
 }
 
 /// The model file of an fbt checkpoint: `path` itself, or `path`/model.safetensors for a directory.
@@ -283,12 +337,15 @@ inline CheckpointTensors read_checkpoint_tensors(const std::string& path) {
 /// (model.feedback.*) may be such. Refuses, naming the file and the tensor, before m is changed: a shape
 /// that differs; a tensor of m outside model.feedback.* that the checkpoint lacks; a checkpoint tensor m
 /// has no use for, except the checkpoint's own feedback tensors (a full-bandwidth checkpoint started as a
-/// baseline, or with another fuser) and a tied model's copy of the embedding as lm_head.weight; a dtype
-/// fbt does not load, a non-finite value.
+/// baseline, or with another fuser) and a tied model's copy of the embedding as lm_head.weight, which
+/// must equal the embedding exactly, as load_model requires; a dtype fbt does not load, a non-finite
+/// value; and whatever read_checkpoint_config refuses in the checkpoint's config (a Hugging Face key fbt
+/// does not implement, with or without fbt_config), as loading the checkpoint would.
 template <class M> std::vector<std::string> init_from_checkpoint(M& m, const std::string& path) {
   using T = typename M::Scalar;
   const char* fn = "init_from_checkpoint";
   return detail::ckpt_guard(fn, path, [&] {
+    (void)read_checkpoint_config(path);  // the checks of its config that loading it runs; its sizes are the tensors'
     const CheckpointTensors ts = read_checkpoint_tensors(path);
     ParamStore<T>& ps = m.params;
     const bool tied = m.cfg.tie_word_embeddings;
@@ -296,7 +353,15 @@ template <class M> std::vector<std::string> init_from_checkpoint(M& m, const std
       const SafetensorsEntry& e = *r.entry;
       const std::string who = "tensor \"" + detail::st_name(e.name) + "\": ";
       if (!ps.has(e.name)) {
-        if (e.name.rfind("model.feedback.", 0) == 0 || (e.name == "lm_head.weight" && tied)) continue;
+        if (e.name.rfind("model.feedback.", 0) == 0) continue;
+        if (e.name == "lm_head.weight" && tied) {  // a copy of the embedding (compared below)
+          const Shape& es = ps.spec("model.embed_tokens.weight").shape;
+          if (e.shape != es)
+            detail::ckpt_fail(fn, r.file->path, who + "shape " + detail::st_shape_str(e.shape) + " in a tied model, expected the embedding's " +
+                                                    detail::st_shape_str(es));
+          if (!detail::ckpt_float_dtype(e.dtype)) detail::ckpt_fail(fn, r.file->path, who + "dtype " + e.dtype + " is not one fbt loads (F32, F64, BF16, F16)");
+          continue;
+        }
         detail::ckpt_fail(fn, r.file->path, who + "the model has no such tensor (its stack differs from the checkpoint's: " +
                                                 "the run's model fields must describe the checkpoint's stack)");
       }
@@ -313,6 +378,9 @@ template <class M> std::vector<std::string> init_from_checkpoint(M& m, const std
           detail::ckpt_fail(fn, ts.path, "missing tensor \"" + sp.name + "\" (shape " + detail::st_shape_str(sp.shape) + "), which the run's model needs");
         fresh.push_back(sp.name);
       }
+    const CheckpointTensors::Ref* head = ts.find("lm_head.weight");
+    if (tied && head)  // not dropped unseen: the run's tied head is the embedding, so the checkpoint's must be too
+      detail::ckpt_check_tied_head(*head, *ts.find("model.embed_tokens.weight"), "the run's model ties the embeddings (tie_word_embeddings true)", fn);
     AlignedVector<T> staged(ps.values(), ps.values() + ps.size());  // m is unchanged until every tensor converted
     for (const auto& r : ts.all)
       if (ps.has(r.entry->name)) detail::ckpt_read_tensor(*r.file, *r.entry, staged.data() + ps.spec(r.entry->name).offset, fn);

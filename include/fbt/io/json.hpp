@@ -53,6 +53,7 @@ struct JsonLimits {
   std::size_t max_key = 65536;          ///< bytes in one object key (a tensor name)
   std::size_t max_string = 16u << 20;   ///< bytes in one string value (16 MiB)
   std::size_t max_values = 16u << 20;   ///< values in the whole document (16,777,216)
+  std::string max_values_why;           ///< appended to the max_values refusal, in parentheses, when not empty
 };
 
 namespace detail {
@@ -147,6 +148,9 @@ class StrictJsonBuilder {
     error_ = std::move(why);
     return false;
   }
+  bool too_many_values() {
+    return fail("more than " + std::to_string(lim_.max_values) + " values" + (lim_.max_values_why.empty() ? "" : " (" + lim_.max_values_why + ")"));
+  }
   /// Places v where the parse is (the root, the next array element, or the value of the last key).
   json* put(json&& v) {
     if (stack_.empty()) {
@@ -163,13 +167,13 @@ class StrictJsonBuilder {
     return key_;
   }
   bool value(json&& v) {
-    if (++values_ > lim_.max_values) return fail("more than " + std::to_string(lim_.max_values) + " values");
+    if (++values_ > lim_.max_values) return too_many_values();
     put(std::move(v));
     return true;
   }
   bool open(json::value_t t) {
     if (stack_.size() + 1 > lim_.max_depth) return fail("nesting deeper than " + std::to_string(lim_.max_depth) + " levels" + at());
-    if (++values_ > lim_.max_values) return fail("more than " + std::to_string(lim_.max_values) + " values");
+    if (++values_ > lim_.max_values) return too_many_values();
     std::string label;  // how this value is reached from its parent, for the path in errors
     if (!stack_.empty())
       label = stack_.back()->is_array() ? "[" + std::to_string(stack_.back()->size()) + "]" : "\"" + excerpt(last_key_, 64) + "\"";
@@ -267,12 +271,17 @@ class AtomicFile {
     if (std::fwrite(p, 1, n, f_) != n) fail("short write to '" + tmp_ + "' (disk full?)");
   }
   void write(const std::string& s) { write(s.data(), s.size()); }
-  /// \brief Flushes and syncs the temporary file, then renames it over `path`.
-  void commit() {
+  /// \brief Flushes and syncs what was written to the temporary file (so a full disk shows now, before
+  /// commit); `path` is untouched.
+  void sync() {
     if (std::fflush(f_) != 0) fail("cannot flush '" + tmp_ + "' (disk full?)");
 #if FBT_HAS_FSYNC
     if (::fsync(::fileno(f_)) != 0) fail("cannot sync '" + tmp_ + "' to disk");
 #endif
+  }
+  /// \brief Flushes and syncs the temporary file, then renames it over `path`.
+  void commit() {
+    sync();
     const int rc = std::fclose(f_);
     f_ = nullptr;
     if (rc != 0) fail("cannot close '" + tmp_ + "'");

@@ -7,18 +7,24 @@
 //   * `.npy`: a 1-d NumPy array of int32, int64, uint16 or uint32 (little-endian; io/npy.hpp's strict
 //     header parser). Its dtype is in the header: a dtype the caller names must agree with it.
 // The file is mapped, not copied (detail::MappedFile): a 10 GB corpus costs the pages training touches.
-// Every id is checked once, up front, against the vocabulary (check_vocab), so a bad id is reported with
-// the file, its element index and byte offset, and the id, before training starts, never as an
-// out-of-range embedding row later. Every other failure (no file, FIFO, empty, a byte length that is not
+// The ids are checked against the vocabulary (check_vocab: the whole file, in chunks on several threads,
+// each chunk's pages released once read; or check_vocab_range: the elements of one window), so a bad id
+// is reported with the file, its element index and byte offset, and the id, never as an out-of-range
+// embedding row later. Every other failure (no file, FIFO, empty, a byte length that is not
 // a whole number of elements, an npy of another shape or dtype, a big-endian npy) is an fbt::Error naming
 // the file and what was expected.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <sstream>
 #include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include "../config.hpp"
 #include "mapped_file.hpp"
@@ -143,10 +149,55 @@ class TokenFile {
     for (std::uint64_t i = 0; i < n; ++i) out[i] = (*this)[begin + i];
   }
 
+  /// Ids per chunk of check_vocab's scan (8 MiB of uint16).
+  static constexpr std::uint64_t kVocabScanChunk = std::uint64_t(1) << 22;
+
   /// \brief Checks every id against the vocabulary [0, vocab_size): throws fbt::Error naming the file, the
   /// first bad element's index and byte offset, and its id. \param what names the limit in the message.
-  void check_vocab(int vocab_size, const std::string& what = "vocab_size") const {
-    for (std::uint64_t i = 0; i < n_; ++i) {
+  /// \param threads threads that scan (0: the machine's hardware threads, at most 8).
+  /// The ids are scanned in chunks of kVocabScanChunk, each reduced to its smallest and largest id in a
+  /// tight loop, the chunks shared among the threads; a chunk's pages of a mapping are released once it
+  /// is scanned, so the scan keeps only the chunks in flight resident. Only the first chunk with a bad
+  /// id is read again, id by id, for the message.
+  void check_vocab(int vocab_size, const std::string& what = "vocab_size", int threads = 0) const {
+    const std::uint64_t n_chunks = (n_ + kVocabScanChunk - 1) / kVocabScanChunk;
+    std::atomic<std::uint64_t> next{0}, first_bad{n_chunks};
+    auto scan = [&] {
+      for (std::uint64_t c = next.fetch_add(1); c < n_chunks; c = next.fetch_add(1)) {
+        if (c > first_bad.load()) continue;  // an earlier chunk is bad already: its id is the one reported
+        const std::uint64_t b = c * kVocabScanChunk, e = std::min(n_, b + kVocabScanChunk);
+        std::int64_t lo = 0, hi = 0;
+        min_max(b, e, lo, hi);
+        map_.release(byte_offset(b), byte_offset(e) - byte_offset(b));
+        if (lo < 0 || hi >= vocab_size)
+          for (std::uint64_t seen = first_bad.load(); c < seen && !first_bad.compare_exchange_weak(seen, c);) {
+          }
+      }
+    };
+    int nt = threads > 0 ? threads : int(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
+    nt = int(std::min<std::uint64_t>(std::uint64_t(nt), std::max<std::uint64_t>(n_chunks, 1)));
+    std::vector<std::thread> pool;
+    for (int t = 1; t < nt; ++t) {
+      try {
+        pool.emplace_back(scan);
+      } catch (const std::system_error&) {
+        break;  // no more threads: those running, and this one, scan every chunk anyway
+      }
+    }
+    scan();
+    for (auto& t : pool) t.join();
+    if (first_bad.load() == n_chunks) return;
+    const std::uint64_t b = first_bad.load() * kVocabScanChunk;
+    check_vocab_range(b, std::min(n_, b + kVocabScanChunk), vocab_size, what);
+  }
+
+  /// \brief check_vocab for elements [b, e) only (one window, read as training reads it), on this thread.
+  void check_vocab_range(std::uint64_t b, std::uint64_t e, int vocab_size, const std::string& what = "vocab_size") const {
+    if (e <= b) return;
+    std::int64_t lo = 0, hi = 0;
+    min_max(b, e, lo, hi);
+    if (lo >= 0 && hi < vocab_size) return;
+    for (std::uint64_t i = b; i < e; ++i) {
       const std::int64_t v = raw(i);
       if (v < 0 || v >= vocab_size)
         throw Error("fbt: token file '" + path_ + "': token " + std::to_string(i) + " (byte offset " + std::to_string(byte_offset(i)) + ") is id " +
@@ -156,12 +207,40 @@ class TokenFile {
 
   /// The largest id (the file is non-empty).
   std::int64_t max_id() const {
-    std::int64_t m = std::numeric_limits<std::int64_t>::min();
-    for (std::uint64_t i = 0; i < n_; ++i) m = std::max(m, raw(i));
-    return m;
+    std::int64_t lo = 0, hi = 0;
+    min_max(0, n_, lo, hi);
+    return hi;
   }
 
  private:
+  /// The smallest and largest id of elements [b, e) (e > b).
+  void min_max(std::uint64_t b, std::uint64_t e, std::int64_t& lo, std::int64_t& hi) const {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    switch (dtype_) {  // the file's little-endian elements are the host's: a loop the compiler vectorises
+      case TokenDtype::u16: return min_max_as<std::uint16_t>(b, e, lo, hi);
+      case TokenDtype::u32: return min_max_as<std::uint32_t>(b, e, lo, hi);
+      case TokenDtype::i32: return min_max_as<std::int32_t>(b, e, lo, hi);
+      case TokenDtype::i64: return min_max_as<std::int64_t>(b, e, lo, hi);
+    }
+#endif
+    lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
+    for (std::uint64_t i = b; i < e; ++i) {
+      const std::int64_t v = raw(i);
+      lo = std::min(lo, v), hi = std::max(hi, v);
+    }
+  }
+  template <class U> void min_max_as(std::uint64_t b, std::uint64_t e, std::int64_t& lo, std::int64_t& hi) const {
+    const char* p = data_ + b * sizeof(U);
+    U mn = std::numeric_limits<U>::max(), mx = std::numeric_limits<U>::min();
+    for (std::uint64_t i = 0; i < e - b; ++i) {
+      U v;
+      std::memcpy(&v, p + i * sizeof(U), sizeof(U));  // elements need not be aligned
+      mn = v < mn ? v : mn;
+      mx = v > mx ? v : mx;
+    }
+    lo = std::int64_t(mn), hi = std::int64_t(mx);
+  }
+
   std::string path_;
   detail::MappedFile map_;
   const char* data_ = nullptr;  // first element
