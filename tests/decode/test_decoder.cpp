@@ -267,7 +267,7 @@ TEST(Decoder, RefusesBadInput) {
   Decoder<Model<double>> dec(m);
   EXPECT_THROW(DecodeModeSpec::parse("fused(0)"), Error);
   EXPECT_THROW(DecodeModeSpec::parse("greedy"), Error);
-  EXPECT_EQ(DecodeModeSpec::parse("fused(3)").k, 3);
+  EXPECT_EQ(DecodeModeSpec::parse("fused(3)").prefill_passes(), 4);
   EXPECT_THROW(dec.new_sequence(0, DecodeModeSpec{}), Error);
   auto s = dec.new_sequence(3, DecodeModeSpec{});
   std::vector<double> lg(cfg.vocab_size);

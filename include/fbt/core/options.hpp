@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "../config.hpp"
+#include "../detail/input.hpp"
 
 namespace fbt {
 
@@ -112,11 +113,7 @@ class OptionList {
 };
 
 namespace detail {
-inline std::string option_quote(const std::string& v) {
-  std::string r = "\"";
-  for (std::size_t i = 0; i < v.size() && i < 64; ++i) r += (static_cast<unsigned char>(v[i]) < 0x20 || v[i] == 0x7f) ? '?' : v[i];
-  return r + (v.size() > 64 ? "...\"" : "\"");
-}
+inline std::string option_quote(const std::string& v) { return "\"" + excerpt(v) + "\""; }
 inline const char* option_kind_name(OptionValue::Kind k) {
   return k == OptionValue::Bool ? "a boolean" : k == OptionValue::Int ? "an integer" : k == OptionValue::Real ? "a number" : "a string";
 }

@@ -22,6 +22,7 @@
 
 #include "../config.hpp"
 #include "../core/options.hpp"
+#include "../detail/input.hpp"
 #include "../layers/glu_fuser.hpp"
 
 namespace fbt {
@@ -126,15 +127,9 @@ namespace detail {
 [[noreturn]] inline void config_fail(const std::string& field, const std::string& rule) {
   throw Error("invalid model config: " + field + ": " + rule);
 }
-/// A string value as a config error quotes it: at most 64 bytes, control characters as '?' (a config
-/// read from a file may hold anything; detail::excerpt in detail/input.hpp is the same rule).
-inline std::string config_quote(const std::string& v) {
-  std::string r = "\"";
-  for (std::size_t i = 0; i < v.size() && i < 64; ++i) r += (static_cast<unsigned char>(v[i]) < 0x20 || v[i] == 0x7f) ? '?' : v[i];
-  r += "\"";
-  if (v.size() > 64) r += "... (" + std::to_string(v.size()) + " bytes)";
-  return r;
-}
+/// A string value as a config error quotes it: detail::excerpt's rule (at most 64 characters, printable
+/// UTF-8 kept, every other byte as \xNN), in double quotes.
+inline std::string config_quote(const std::string& v) { return "\"" + excerpt(v) + "\""; }
 /// A real as a config error shows it: shortest round-trip form, "inf", "nan".
 inline std::string config_num(double v) {
   if (std::isnan(v)) return "nan";

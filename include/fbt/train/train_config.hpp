@@ -48,6 +48,7 @@ struct TrainConfig {
   std::string token_dtype = "auto";  ///< a .bin's element type: auto (= uint16, nanoGPT's) | uint16 | uint32 | int32 | int64; a .npy names its own
   int doc_sep_id = -1;               ///< the id that separates (and starts) documents in a token file; -1 = none
   std::string val_data;              ///< a validation token file; empty = the last val_fraction of the data file
+  std::string vocab_check = "full";  ///< token files: full | windows (when ids are checked against the vocabulary: data/token_dataset.hpp)
   // optimisation
   int batch_size = 16, seq_len = 128, grad_accum = 1;
   long steps = 1000;
@@ -307,6 +308,9 @@ inline const std::vector<ConfigField>& train_config_fields() {
     S("token_dtype", "token files: a .bin's element type: auto (uint16, as nanoGPT) | uint16 | uint32 | int32 | int64 (a .npy names its own)", FBT_T(token_dtype));
     I("doc_sep_id", "token files: the document separator id (documents are packed and masked at it); -1 = none", FBT_T(doc_sep_id));
     S("val_data", "token files: a validation token file (default: the last val_fraction of data)", FBT_T(val_data));
+    S("vocab_check", "token files: full (every id checked against the vocabulary before step 1, chunked over threads) | windows (each window as it is read)",
+      FBT_T(vocab_check));
+    v.back().omit_default = true;
     // model (Hugging Face Qwen3 names)
     I("vocab_size", "vocabulary V: 257 (bytes) for text and tasks; a token file's tokenizer's for token data", FBT_M(vocab_size));
     I("hidden_size", "width D", FBT_M(hidden_size));
@@ -512,6 +516,8 @@ inline void validate_data(const TrainConfig& c) {
   if (c.doc_split != "blank_line" && c.doc_split != "none")
     fail("doc_split", "expected blank_line or none, got " + detail::quote_value(c.doc_split));
   if (!(c.val_fraction >= 0 && c.val_fraction < 1)) fail("val_fraction", "must be in [0, 1), got " + detail::num(c.val_fraction));
+  if (c.vocab_check != "full" && c.vocab_check != "windows")
+    fail("vocab_check", "expected full or windows, got " + detail::quote_value(c.vocab_check));
   const char* dtypes[] = {"auto", "uint16", "uint32", "int32", "int64"};
   if (std::find(std::begin(dtypes), std::end(dtypes), c.token_dtype) == std::end(dtypes))
     fail("token_dtype", "expected auto, uint16, uint32, int32 or int64, got " + detail::quote_value(c.token_dtype));

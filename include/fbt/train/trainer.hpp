@@ -50,7 +50,7 @@ inline std::unique_ptr<DataSource> make_data_source(const TrainConfig& c) {
   if (is_token_data(c)) {
     TokenDatasetOptions o;
     o.dtype = c.token_dtype, o.doc_sep = c.doc_sep_id, o.vocab_size = c.model.vocab_size, o.val_path = c.val_data;
-    o.val_fraction = c.val_fraction, o.seq_len = c.seq_len;
+    o.val_fraction = c.val_fraction, o.seq_len = c.seq_len, o.vocab_check = c.vocab_check;
     return std::make_unique<TokenFileDataset>(TokenFileDataset::open(c.data, o));
   }
   TextDatasetOptions o;
