@@ -131,7 +131,7 @@ for name in "${exercises[@]}"; do
   entries+=("$(printf '    {"exercise": "%s", "name": "%s", "status": "%s", "points": %d, "max": %d, "exit": %s, "sha256": "%s", "log": "%s"}' \
     "${label[$name]}" "$name" "$status" "$points" "$max" "${rc:-null}" "$sha" "$(json_escape "$log")")")
 done
-percent="$(awk -v p="$total" -v m="$total_max" 'BEGIN { printf "%.1f", m > 0 ? 100 * p / m : 0 }')"
+percent="$(awk -v p="$total" -v m="$total_max" 'BEGIN { printf "%.1f", (m > 0) ? (100 * p / m) : 0 }')"
 
 echo "  ex  exercise         status            score      rubric (points per check)"
 printf '%s\n' "${rows[@]}"
