@@ -65,9 +65,6 @@ double rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
 struct Grads {
   std::vector<double> dX, dA, dW;  // (N, D), (D, D), (D, D)
 };
-bool same(const Grads& a, const Grads& b) {  // equal up to round-off
-  return rel_diff(a.dX, b.dX) < 1e-8 && rel_diff(a.dA, b.dA) < 1e-8 && rel_diff(a.dW, b.dW) < 1e-8;
-}
 
 /// One rung of the ladder.
 struct Case {
@@ -102,6 +99,9 @@ Grads student(const ToyChain<double>& p) {
   return g;
 }
 #ifdef FBT_COURSE_HAVE_REFERENCE
+bool same(const Grads& a, const Grads& b) {  // equal up to round-off
+  return rel_diff(a.dX, b.dX) < 1e-8 && rel_diff(a.dA, b.dA) < 1e-8 && rel_diff(a.dW, b.dW) < 1e-8;
+}
 Grads reference(const ToyChain<double>& p, fbt_course_reference::ChainBug bug) {
   ToyChainCache<double> cache;
   toy_chain_forward(p, cache, gX.data(), gR.data());
