@@ -9,7 +9,6 @@
 //     cmake --build build --target exercise_chain_backward_student
 //     build/exercises/check_chain_backward_student
 // Stuck? exercises/hints/chain_backward.md has three graded hints; the checker tells you which to read.
-// The reference solution is exercises/solutions/chain_backward.hpp: read it only after trying.
 #pragma once
 
 #include "given/toy_chain.hpp"

@@ -1,18 +1,19 @@
 // exercises/check_concat_backward.cpp: the checker of exercise E1 (docs/course/03-exercises.md).
 //
 // Includes <concat_backward.hpp> with ANGLE brackets, so the include path picks the file under test:
-//   target exercise_concat_backward_student   -I exercises/            -> your exercises/concat_backward.hpp
-//   target exercise_concat_backward_solution  -I exercises/solutions/  -> the reference solution
+//   target exercise_concat_backward_student   -I exercises/ (or a hand-in folder)  -> your concat_backward.hpp
+//   target exercise_concat_backward_solution / _mutant_<bug>: the teacher's solution, or a mutant of it
 // In double, with D = 8 and N = 6 rows, weights and gains moved away from their init, and the scalar
 // f = sum_{n,o} w[n, o] u[n, o] (a fixed random w, so du = w), it checks every gradient twice:
 //   1. against central finite differences (tests/common/gradcheck.hpp: err = ||g - g_fd|| / max(||g||, ||g_fd||),
 //      PASS when err < 1e-6 and the gradient is not all zero; a correct backward gives ~1e-10);
 //   2. against fbt's own concat fuser (ConcatFuser backward + pre_backward), to 1e-10 of its scale;
-// and that the gradients ACCUMULATE (+=) into pre-filled buffers. On a failure it compares the gradients with
-// known mistakes (the halves of W_c swapped, the RMSNorm backward without its mean term or its gain, = for +=),
-// prints "diagnosis: ..." when one matches (or "likely: ..." from the failing terms), and which hint of
-// exercises/hints/concat_backward.md to read. Target exercise_concat_backward_mutant_<bug>: FBT_EXERCISE_HEADER
-// names exercises/mutants/concat_backward_<bug>.hpp, a solution with one deliberate bug.
+// and that the gradients ACCUMULATE (+=) into pre-filled buffers. On a failure it names the mistake when it
+// can: = for += from the accumulation check, the halves of W_c swapped from dW_c, and (with the teacher's
+// reference, course/instructor/reference/concat_backward_reference.hpp, on the include path) the RMSNorm
+// backward without its mean term or its gain; it prints "diagnosis: ..." when one matches (or "likely: ..."
+// from the failing terms), and which hint of exercises/hints/concat_backward.md to read. The score (rubric:
+// docs/course/teaching.md) is the line "grade: ...".
 // Exit status: 0 iff every line says PASS; 77 when the file is the untouched stub (it defines
 // FBT_EXERCISE_UNSOLVED and wrote nothing: ctest reads 77 as "skipped", i.e. not attempted yet); 1 otherwise.
 #include <cmath>
@@ -21,32 +22,28 @@
 #include <string>
 #include <vector>
 
-#ifdef FBT_EXERCISE_HEADER
-#include FBT_EXERCISE_HEADER         // a mutant (exercises/mutants/): set by exercises/CMakeLists.txt
-#else
-#include <concat_backward.hpp>  // yours or the solution: chosen by the include path (see above)
-#endif
+#include <concat_backward.hpp>    // yours, the solution or a mutant: chosen by the include path (see above)
 #include <common/gradcheck.hpp>  // tests/common/gradcheck.hpp: check_gradient, randn
 
+#include "checker.hpp"  // report, fmt, the score, the crash guard
 #include "fbt/layers/concat_fuser.hpp"
+
+#if __has_include(<concat_backward_reference.hpp>)
+#include <concat_backward_reference.hpp>  // the teacher's: the RMSNorm backward's known mistakes, for the diagnoses
+#define FBT_COURSE_HAVE_REFERENCE 1
+#endif
 
 using namespace fbt_course;
 
 namespace {
 
 constexpr int N = 6, D = 8;
-int failures = 0;
+constexpr int kMaxPoints = 10;  // the rubric: dW_c 2, dg_s 1, dg_g 1, ds 2, de 2 (finite differences), accumulation 2
 
-/// One result line: "  PASS  what  detail".
-void report(const std::string& what, bool ok, const std::string& detail) {
-  std::printf("  %-4s  %-30s %s\n", ok ? "PASS" : "FAIL", what.c_str(), detail.c_str());
-  if (!ok) ++failures;
+void report(const std::string& what, bool ok, const std::string& detail, int points = 0) {
+  fbt_course_check::report(what, ok, detail, points, 30);
 }
-std::string fmt(const char* f, double a, double b = 0) {
-  char buf[128];
-  std::snprintf(buf, sizeof buf, f, a, b);
-  return buf;
-}
+using fbt_course_check::fmt;
 
 /// max_i |a_i - b_i| / max(1e-300, max_i |b_i|)
 double rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
@@ -61,25 +58,10 @@ bool all_zero(const std::vector<double>& v) {
   return true;
 }
 
-/// The RMSNorm backward of one side, dx (N, D) from dy (N, D), as written (correct) or with a known mistake.
-enum class NormBug { kNone, kNoMean, kNoGain };
-std::vector<double> norm_backward(const std::vector<double>& dy, const std::vector<double>& x, const std::vector<double>& gain,
-                                  const std::vector<double>& r, NormBug bug) {
-  std::vector<double> dx(N * D, 0.0);
-  for (int n = 0; n < N; ++n) {
-    double proj = 0;  // mean_c(dxhat * xhat)
-    for (int c = 0; c < D; ++c) proj += dy[n * D + c] * (bug == NormBug::kNoGain ? 1.0 : gain[c]) * x[n * D + c] * r[n] / D;
-    for (int c = 0; c < D; ++c) {
-      const double dxhat = dy[n * D + c] * (bug == NormBug::kNoGain ? 1.0 : gain[c]);
-      dx[n * D + c] = r[n] * (dxhat - (bug == NormBug::kNoMean ? 0.0 : x[n * D + c] * r[n] * proj));
-    }
-  }
-  return dx;
-}
-
 }  // namespace
 
 int main() {
+  fbt_course_check::install_crash_guard("concat_backward", kMaxPoints);
   std::printf("exercise E1: backward of the concat fuser u = W_c [N_s(s); N_g(e)]  (N = %d rows, D = %d, double)\n", N, D);
   fbt::Rng rng(2026);
   // inputs and parameters, away from init so that no gradient is zero by accident
@@ -111,21 +93,25 @@ int main() {
   concat_forward(p, cache, s.data(), e.data(), u.data(), N);
   std::vector<double> ds(N * D, 0.0), de(N * D, 0.0), dw_c(D * 2 * D, 0.0), dg_s(D, 0.0), dg_g(D, 0.0);
   ConcatGrads<double> g{dw_c.data(), dg_s.data(), dg_g.data()};
+  fbt_course_check::guard("your concat_backward", "an index out of range: ds, de, du are (N, D), g.w_c is (D, 2D) (row o starts at o * 2D), "
+                                                  "g.g_s and g.g_g are (D); cache.rs and cache.rg have one value per row");
   concat_backward(p, cache, s.data(), e.data(), w.data(), ds.data(), de.data(), g, N);
 
   std::printf("1. against central finite differences (h = 1e-5; PASS: rel err < 1e-6, gradient not all zero)\n");
-  struct Item { const char* name; std::vector<double>* x; std::vector<double>* grad; };
-  const Item items[] = {{"dW_c   (D, 2D)", &w_c, &dw_c}, {"dg_s   (D)  state_norm gain", &g_s, &dg_s}, {"dg_g   (D)  gate_norm gain", &g_g, &dg_g},
-                        {"ds     (N, D)", &s, &ds}, {"de     (N, D)", &e, &de}};
+  struct Item { const char* name; std::vector<double>* x; std::vector<double>* grad; int points; };
+  const Item items[] = {{"dW_c   (D, 2D)", &w_c, &dw_c, 2}, {"dg_s   (D)  state_norm gain", &g_s, &dg_s, 1}, {"dg_g   (D)  gate_norm gain", &g_g, &dg_g, 1},
+                        {"ds     (N, D)", &s, &ds, 2}, {"de     (N, D)", &e, &de, 2}};
   for (const auto& it : items) {
     const fbt_test::GradCheck r = fbt_test::check_gradient(f, it.x->data(), it.grad->data(), it.x->size());
     double gn = 0;
     for (double v : *it.grad) gn += v * v;
-    report(it.name, r.err < 1e-6 && std::sqrt(gn) > 1e-8, fmt("rel err %.2e   |g| %.3g", r.err, std::sqrt(gn)));
+    report(it.name, r.err < 1e-6 && std::sqrt(gn) > 1e-8, fmt("rel err %.2e   |g| %.3g", r.err, std::sqrt(gn)), it.points);
   }
 
   std::printf("2. against fbt's ConcatFuser (fbt/layers/concat_fuser.hpp; PASS: max diff < 1e-10 of the gradient's scale)\n");
-  fbt::ConcatFuser<double> fz(fbt::FuserArgs{D});
+  fbt::FuserArgs args;
+  args.hidden_size = D;
+  fbt::ConcatFuser<double> fz(args);
   fbt::ParamStore<double> ps;
   fz.declare(fbt::ParamRegistry<double>(ps, "model.feedback."));
   ps.finalize();
@@ -165,6 +151,7 @@ int main() {
   std::printf("3. gradients accumulate (+=): a second call adds the same amount again\n");
   std::vector<double> ds2 = ds, de2 = de, dw_c2 = dw_c, dg_s2 = dg_s, dg_g2 = dg_g;
   ConcatGrads<double> g2{dw_c2.data(), dg_s2.data(), dg_g2.data()};
+  fbt_course_check::guard("your concat_backward (its second call)", "an index out of range (see the first call)");
   concat_backward(p, cache, s.data(), e.data(), w.data(), ds2.data(), de2.data(), g2, N);
   auto twice = [](std::vector<double> v) {
     for (auto& x : v) x *= 2;
@@ -181,13 +168,13 @@ int main() {
   }
   const bool nothing = all_zero(ds) && all_zero(de) && all_zero(dw_c) && all_zero(dg_s) && all_zero(dg_g);
   if (nothing)
-    report("all five gradients", false, "the gradient is all zeros: nothing was written to ds, de, dW_c, dg_s, dg_g");
+    report("all five gradients", false, "the gradient is all zeros: nothing was written to ds, de, dW_c, dg_s, dg_g", 2);
   else if (!overwritten.empty())
-    report("all five gradients", false, "a second call did not add: " + overwritten + " overwritten (=), not accumulated (+=)");
+    report("all five gradients", false, "a second call did not add: " + overwritten + " overwritten (=), not accumulated (+=)", 2);
   else
-    report("all five gradients", worst < 1e-12, fmt("max diff %.2e", worst));
+    report("all five gradients", worst < 1e-12, fmt("max diff %.2e", worst), 2);
 
-  if (failures) {  // name the mistake: compare with known wrong variants of the library's gradients
+  if (fbt_course_check::score().failures) {  // name the mistake: compare with known wrong variants of the library's gradients
     // dns = du W_c[:, :D], dng = du W_c[:, D:]: what the matrix part sends to the two norms
     std::vector<double> dns(N * D, 0.0), dng(N * D, 0.0);
     for (int n = 0; n < N; ++n)
@@ -198,9 +185,16 @@ int main() {
     for (int o = 0; o < D; ++o)
       for (int c = 0; c < D; ++c) swapped[o * 2 * D + c] = dw_c[o * 2 * D + D + c], swapped[o * 2 * D + D + c] = dw_c[o * 2 * D + c];
     const std::vector<double> dw_lib = lib("w_c.weight");
+#ifdef FBT_COURSE_HAVE_REFERENCE
+    using fbt_course_reference::NormBug;
     auto matches = [&](NormBug bug) {
-      return rel_diff(ds, norm_backward(dns, s, g_s, cache.rs, bug)) < 1e-9 && rel_diff(de, norm_backward(dng, e, g_g, cache.rg, bug)) < 1e-9;
+      return rel_diff(ds, fbt_course_reference::norm_backward(dns, s, g_s, cache.rs, bug, N, D)) < 1e-9 &&
+             rel_diff(de, fbt_course_reference::norm_backward(dng, e, g_g, cache.rg, bug, N, D)) < 1e-9;
     };
+#else
+    enum class NormBug { kNoMean, kNoGain };
+    auto matches = [](NormBug) { return false; };  // without the teacher's reference: read the symptom only
+#endif
     const bool matrix_ok = rel_diff(dw_c, dw_lib) < 1e-10, gains_ok = rel_diff(dg_s, lib("state_norm.weight")) < 1e-10 &&
                                                                      rel_diff(dg_g, lib("gate_norm.weight")) < 1e-10;
     const bool inputs_ok = rel_diff(ds, ds_lib) < 1e-10 && rel_diff(de, de_lib) < 1e-10;
@@ -227,6 +221,7 @@ int main() {
   }
 #ifdef FBT_EXERCISE_UNSOLVED
   if (nothing) {
+    fbt_course_check::print_grade("concat_backward", true, kMaxPoints);
     std::printf("NOT ATTEMPTED: exercises/concat_backward.hpp is the shipped stub (it defines FBT_EXERCISE_UNSOLVED and writes\n"
                 "nothing). Delete that line when you start; exit status 77 (ctest: skipped)\n");
     return 77;
@@ -234,6 +229,8 @@ int main() {
   std::printf("note: your file still defines FBT_EXERCISE_UNSOLVED; delete that line\n");
 #endif
 
+  fbt_course_check::print_grade("concat_backward");
+  const int failures = fbt_course_check::score().failures;
   std::printf("%s: %d check(s) failed\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;
 }

@@ -4,8 +4,8 @@
 //     u = e + sigmoid(W_g [s; e]) * (W_s s)        W_g (D, 2D), W_s (D, D)
 //
 // Includes <gated_residual.hpp> with ANGLE brackets, so the include path picks the file under test
-// (exercises/ for the student, exercises/solutions/ for the solution); a mutant build names its file in
-// FBT_EXERCISE_HEADER instead. In double, it checks
+// (exercises/ or a hand-in folder for the student; the teacher's solution or a mutant of it, generated in the
+// build directory, for the other targets). In double, it checks
 //   (a) the fuser on its own, N = 6 rows, D = 8, weights moved away from their init, the scalar
 //       f = sum_{n,o} w[n, o] u[n, o] (a fixed random w, so du = w):
 //       the parameters' names and shapes; the forward against the formula written out here; each gradient
@@ -15,7 +15,14 @@
 //       differences, every parameter tensor (fbt::check_step_gradients): the fuser plugs in;
 //   (c) the checkpoint round trip of that model: save_model, load_model, the same tensors bit for bit and
 //       the same step objective.
-// Every line says PASS or FAIL and what; exit status 0 iff every line says PASS.
+// On a failure it names the gradient and the tensor at fault: "diagnosis: ..." when a failing gradient equals a
+// known mistake (the teacher's reference, course/instructor/reference/gated_residual_reference.hpp, when it is
+// on the include path), when a gradient is overwritten (= for +=), or when (a) passes and (b) fails (a cache
+// slice that backward reads, kept in temp); else "likely: ..." per failing gradient; then which hint of
+// exercises/hints/gated_residual.md to read. A crash (a null or too short slice) becomes a FAIL line that
+// names the step, and writes past the fuser's slices are caught by guard slices around them. The score
+// (rubric: docs/course/teaching.md) is the line "grade: ...".
+// Exit status: 0 iff every line says PASS; 77 for the untouched stub (not attempted); 1 otherwise.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -23,32 +30,44 @@
 #include <string>
 #include <vector>
 
-#ifdef FBT_EXERCISE_HEADER
-#include FBT_EXERCISE_HEADER  // a mutant of the solution (exercises/mutants/)
-#else
-#include <gated_residual.hpp>  // yours or the solution: chosen by the include path (see above)
-#endif
+#include <gated_residual.hpp>    // yours, the solution or a mutant: chosen by the include path (see above)
 #include <common/gradcheck.hpp>  // tests/common/gradcheck.hpp: check_gradient, randn
 
+#include "checker.hpp"  // report, fmt, the score, the crash guard
 #include "fbt/fbt.hpp"
+
+#if __has_include(<gated_residual_reference.hpp>)
+#include <gated_residual_reference.hpp>  // the teacher's: the known mistakes, for the diagnoses
+#define FBT_COURSE_HAVE_REFERENCE 1
+#endif
 
 using Fuser = fbt_course::GatedResidualFuser<double>;
 
 namespace {
 
 constexpr int N = 6, D = 8;
-int failures = 0;
+constexpr int kMaxPoints = 10;  // the rubric: the 2 parameters, forward, dW_g, dW_s, ds, de, +=, (b), (c): 1 each
 
 /// One result line: "  PASS  what  detail".
-void report(const std::string& what, bool ok, const std::string& detail) {
-  std::printf("  %-4s  %-34s %s\n", ok ? "PASS" : "FAIL", what.c_str(), detail.c_str());
-  if (!ok) ++failures;
+void report(const std::string& what, bool ok, const std::string& detail, int points = 0) {
+  fbt_course_check::report(what, ok, detail, points, 34);
 }
-std::string fmt(const char* f, double a, double b = 0) {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, f, a, b);
-  return buf;
-}
+using fbt_course_check::fmt;
+
+/// What the checks found, for the diagnosis at the end.
+struct Findings {
+  bool a_ran = false, a_ok = true;  // (a) ran, and every check of (a) passed
+  bool b_ok = true;                 // every check of (b) passed
+  std::vector<std::string> diagnoses;  // "diagnosis: ..." or "likely: ..." lines
+  int hint = 0;                        // the hint to read (the highest one named)
+  void say(const std::string& line, int h) {
+    for (const auto& d : diagnoses)
+      if (d == line) return;
+    diagnoses.push_back(line), hint = std::max(hint, h);
+  }
+};
+Findings findings;
+
 double max_abs_diff(const double* a, const double* b, std::size_t n) {
   double d = 0;
   for (std::size_t i = 0; i < n; ++i) d = std::max(d, std::abs(a[i] - b[i]));
@@ -57,23 +76,55 @@ double max_abs_diff(const double* a, const double* b, std::size_t n) {
 
 /// The fuser on its own: its parameters in a ParamStore, its Cache in a region, a CPU backend.
 struct Bench {
-  Fuser fz{fbt::FuserArgs{D}};
+  Fuser fz{[] {
+    fbt::FuserArgs args;
+    args.hidden_size = D;
+    return args;
+  }()};
   fbt::ParamStore<double> ps;
   fbt::CpuBackend<double> be;
   fbt::HostBuffer<double> mem;
   Fuser::Cache c{};
+  // guard slices before and after the fuser's keep and temp slices: a write past a slice lands in one
+  static constexpr std::size_t kGuard = 64;
+  static constexpr double kMark = 1234.5678;
+  double *keep_before = nullptr, *keep_after = nullptr, *temp_before = nullptr, *temp_after = nullptr;
   Bench() {
+    fbt_course_check::guard("declare", "an error in declare (r.add with a name, a shape {rows, cols} and an init)");
     fz.declare(fbt::ParamRegistry<double>(ps, "model.feedback."));
     ps.finalize();
+    fbt_course_check::guard("alloc", "an error in alloc: it only takes slices (keep.take(n), temp.take(n)) and must not write to them");
     fbt::lay_out_regions<double>(mem, [&](fbt::Regions<double>& r) {
+      keep_before = r.keep.take(kGuard);
       fbt::Carver<double> t = r.temp();
+      temp_before = t.take(kGuard);
       fz.alloc(be, r.keep, t, c, N, true);
+      keep_after = r.keep.take(kGuard), temp_after = t.take(kGuard);
       r.done(t);
     });
+    for (double* g : {keep_before, keep_after, temp_before, temp_after}) std::fill(g, g + kGuard, kMark);
   }
-  void forward(const double* s, const double* e, double* u) { fz.forward(be, fbt::host_weights(ps), c, s, e, nullptr, u, N); }
+  /// Which guard slices were written to ("" when none).
+  std::string guards_hit() const {
+    std::string hit;
+    const char* names[] = {"before its first keep slice", "past its last keep slice", "before its first temp slice", "past its last temp slice"};
+    const double* gs[] = {keep_before, keep_after, temp_before, temp_after};
+    for (int i = 0; i < 4; ++i)
+      if (!std::all_of(gs[i], gs[i] + kGuard, [](double v) { return v == kMark; })) hit += std::string(hit.empty() ? "" : ", ") + names[i];
+    return hit;
+  }
+  void forward(const double* s, const double* e, double* u) {
+    fbt_course_check::guard("your forward, (a)", "a null or too short cache slice: does alloc take every slice forward writes, "
+                                                 "n = N * D elements each (keep.take(n) or temp.take(n))?");
+    fz.forward(be, fbt::host_weights(ps), c, s, e, nullptr, u, N);
+    fbt_course_check::guard("the checker", "a bug of the checker: please report it");
+  }
   void backward(const double* s, const double* e, const double* du, double* ds, double* de) {
+    fbt_course_check::guard("your backward, (a)", "a null or too short cache slice: does alloc take every slice backward reads or writes "
+                                                  "(its scratch from temp when grad is true)? Or ds used although it is null "
+                                                  "(a detached pass)?");
     fz.backward(be, fbt::host_weights(ps), c, s, e, nullptr, du, ds, de, nullptr, N);
+    fbt_course_check::guard("the checker", "a bug of the checker: please report it");
   }
 };
 
@@ -86,10 +137,11 @@ bool check_fuser() {
   bool params_ok = true;
   for (int i = 0; i < 2; ++i) {
     const bool ok = b.ps.has(names[i]) && b.ps.spec(names[i]).shape == shapes[i];
-    report(std::string("parameter ") + names[i], ok, ok ? "declared, shape as stated" : "missing or of the wrong shape (declare)");
+    report(std::string("parameter ") + names[i], ok, ok ? "declared, shape as stated" : "missing or of the wrong shape (declare)", 1);
     params_ok = params_ok && ok;
   }
   if (!params_ok) return false;
+  findings.a_ran = true;
   double* W_g = b.ps.value(names[0]);  // (D, 2D)
   double* W_s = b.ps.value(names[1]);  // (D, D)
   fbt::Rng rng(2026);
@@ -110,7 +162,8 @@ bool check_fuser() {
       u_ref[n * D + o] = e[n * D + o] + a / (1 + std::exp(-z));
     }
   const double fd = max_abs_diff(u.data(), u_ref.data(), u.size());
-  report("forward u = e + sigmoid(z) * a", fd < 1e-12, fmt("max diff %.2e from the formula", fd));
+  report("forward u = e + sigmoid(z) * a", fd < 1e-12, fmt("max diff %.2e from the formula", fd), 1);
+  if (!(fd < 1e-12)) findings.say("likely: the forward is wrong: u = e + sigmoid(z) * a with z = W_g [s; e] (W_g's first D columns on s) and a = W_s s", 1);
 
   auto f = [&]() {  // the scalar the finite differences differentiate (its own output buffer)
     std::vector<double> uf(N * D);
@@ -128,25 +181,67 @@ bool check_fuser() {
   std::vector<double> dW_s(b.ps.grad(names[1]), b.ps.grad(names[1]) + D * D);      // (D, D)
 
   std::printf("    gradients against central finite differences (h = 1e-5; PASS: rel err < 1e-6, not all zero)\n");
-  struct Item { const char* name; double* x; const double* grad; std::size_t n; };
-  const Item items[] = {{"dW_g (D, 2D)", W_g, dW_g.data(), dW_g.size()}, {"dW_s (D, D)", W_s, dW_s.data(), dW_s.size()},
-                        {"ds   (N, D)", s.data(), ds.data(), ds.size()}, {"de   (N, D)", e.data(), de.data(), de.size()}};
-  for (const auto& it : items) {
+  struct Item { const char* name; const char* gradient; double* x; const double* grad; std::size_t n; const char* likely; };
+  const Item items[] = {
+      {"dW_g (D, 2D)", "dW_g", W_g, dW_g.data(), dW_g.size(),
+       "likely: dW_g is wrong: check dz, the gradient at the gate's input z (through the product with a, then the sigmoid), and which half of "
+       "W_g sees s and which e"},
+      {"dW_s (D, D)", "dW_s", W_s, dW_s.data(), dW_s.size(), "likely: dW_s is wrong: check da, the gradient at a = W_s s (through the product with the gate)"},
+      {"ds   (N, D)", "ds", s.data(), ds.data(), ds.size(), "likely: ds is wrong: s reaches u by two routes (the proposal a = W_s s and the gate's state half); is one missing or wrong?"},
+      {"de   (N, D)", "de", e.data(), de.data(), de.size(), "likely: de is wrong: e reaches u by two routes (the residual and the gate's embedding half); is one missing or wrong?"}};
+  bool grads_ok[4];
+  for (int i = 0; i < 4; ++i) {
+    const Item& it = items[i];
     const fbt_test::GradCheck r = fbt_test::check_gradient(f, it.x, it.grad, it.n);
     double gn = 0;
-    for (std::size_t i = 0; i < it.n; ++i) gn += it.grad[i] * it.grad[i];
-    report(it.name, r.err < 1e-6 && std::sqrt(gn) > 1e-8, fmt("rel err %.2e   |g| %.3g", r.err, std::sqrt(gn)));
+    for (std::size_t k = 0; k < it.n; ++k) gn += it.grad[k] * it.grad[k];
+    grads_ok[i] = r.err < 1e-6 && std::sqrt(gn) > 1e-8;
+    report(it.name, grads_ok[i], fmt("rel err %.2e   |g| %.3g", r.err, std::sqrt(gn)), 1);
+  }
+  // name each failing gradient's mistake: a known one when the reference is here, else the gradient's routes
+  for (int i = 0; i < 4; ++i) {
+    if (grads_ok[i]) continue;
+    std::string named;
+#ifdef FBT_COURSE_HAVE_REFERENCE
+    using namespace fbt_course_reference;
+    auto pick = [i](const GatedGrads& g) -> const std::vector<double>& { return i == 0 ? g.dW_g : i == 1 ? g.dW_s : i == 2 ? g.ds : g.de; };
+    const GatedGrads right = gated_backward_reference(W_g, W_s, s.data(), e.data(), w.data(), N, D, kGatedCorrect);
+    std::vector<std::string> explains;
+    for (int bug = 1; bug < kGatedBugs; ++bug) {
+      const GatedGrads v = gated_backward_reference(W_g, W_s, s.data(), e.data(), w.data(), N, D, GatedBug(bug));
+      const std::vector<double>& mine = std::vector<double>(items[i].grad, items[i].grad + items[i].n);
+      const double scale = std::max(1e-300, std::abs(*std::max_element(pick(v).begin(), pick(v).end(), [](double x, double y) { return std::abs(x) < std::abs(y); })));
+      if (max_abs_diff(pick(v).data(), pick(right).data(), items[i].n) > 1e-9 * scale &&
+          max_abs_diff(mine.data(), pick(v).data(), items[i].n) < 1e-9 * scale) {
+        findings.say(std::string("diagnosis: ") + gated_bug_info(GatedBug(bug)).diagnosis, gated_bug_info(GatedBug(bug)).hint);
+        named = "yes";
+      }
+    }
+#endif
+    if (named.empty()) findings.say(items[i].likely, 2);
   }
 
-  // accumulation: a second backward adds the same again
+  // accumulation: a second backward adds the same again, to each of the four gradients
   std::vector<double> ds2 = ds, de2 = de;  // (N, D) each
   b.forward(s.data(), e.data(), u.data());
   b.backward(s.data(), e.data(), w.data(), ds2.data(), de2.data());
-  double acc = 0, scale = 1e-300;
-  for (int i = 0; i < N * D; ++i) acc = std::max({acc, std::abs(ds2[i] - 2 * ds[i]), std::abs(de2[i] - 2 * de[i])});
-  for (std::size_t i = 0; i < dW_g.size(); ++i) acc = std::max(acc, std::abs(b.ps.grad(names[0])[i] - 2 * dW_g[i])), scale = std::max(scale, std::abs(dW_g[i]));
-  for (std::size_t i = 0; i < dW_s.size(); ++i) acc = std::max(acc, std::abs(b.ps.grad(names[1])[i] - 2 * dW_s[i])), scale = std::max(scale, std::abs(dW_s[i]));
-  report("gradients accumulate (+=)", acc < 1e-10 * std::max(1.0, scale), fmt("max diff %.2e after a second backward", acc));
+  std::string overwritten;  // the gradients to which a second backward did not add the same again
+  double worst = 0;
+  auto added_again = [&](const char* name, const double* second, const std::vector<double>& first) {
+    double d = 0, scale = 1e-300;
+    for (std::size_t i = 0; i < first.size(); ++i) d = std::max(d, std::abs(second[i] - 2 * first[i])), scale = std::max(scale, std::abs(first[i]));
+    worst = std::max(worst, d / scale);
+    if (d > 1e-10 * scale) overwritten += std::string(overwritten.empty() ? "" : ", ") + name;
+  };
+  added_again("dW_g", b.ps.grad(names[0]), dW_g), added_again("dW_s", b.ps.grad(names[1]), dW_s);
+  added_again("ds", ds2.data(), ds), added_again("de", de2.data(), de);
+  report("gradients accumulate (+=)", overwritten.empty(),
+         overwritten.empty() ? fmt("max rel diff %.2e after a second backward", worst) : "a second backward did not add the same again to " + overwritten, 1);
+  if (!overwritten.empty())
+    findings.say("diagnosis: " + overwritten + (overwritten.find(',') == std::string::npos ? " is" : " are") +
+                     " overwritten (=), not accumulated (+=): the backward must add to every gradient buffer (a parameter and e are "
+                     "used by several passes, and ds, de already hold other layers' gradients)",
+                 1);
 
   // a detached pass: ds null, the other gradients unchanged
   b.ps.zero_grad();
@@ -156,6 +251,12 @@ bool check_fuser() {
   const double dd = std::max({max_abs_diff(de3.data(), de.data(), de.size()), max_abs_diff(b.ps.grad(names[0]), dW_g.data(), dW_g.size()),
                               max_abs_diff(b.ps.grad(names[1]), dW_s.data(), dW_s.size())});
   report("detached pass (ds null)", dd < 1e-12, fmt("max diff %.2e of de, dW_g, dW_s", dd));
+  if (!(dd < 1e-12)) findings.say("likely: with ds null (a detached pass) the other gradients change: skip only ds's terms, keep the rest", 2);
+  const std::string hit = b.guards_hit();
+  report("writes inside the cache's slices", hit.empty(), hit.empty() ? "guard slices untouched" : "written " + hit);
+  if (!hit.empty())
+    findings.say("diagnosis: your fuser writes outside its slices (" + hit + "): is a slice shorter than the N * D elements written to it?", 2);
+  findings.a_ok = fbt_course_check::score().failures == 0;
   return true;
 }
 
@@ -184,25 +285,41 @@ void check_model(fbt::Model<double, Fuser>& m, const TinyBatch& tb) {
   fbt::Rng jitter(4);
   fbt::StepOptions o;
   o.K = 3, o.sigma = 0.02, o.rng = &jitter, o.prefix = tb.prefix.data(), o.lambda = 0.7;
+  fbt_course_check::guard("the K = 3 step of the model, (b)",
+                          "a null or too short cache slice in a pass of the model: a pass that does not train (grad false) still runs "
+                          "forward, so forward may only write slices alloc always takes; backward's scratch comes from temp when grad is true");
+  const int failures_before = fbt_course_check::score().failures;
   const fbt::StepGradReport rep = fbt::check_step_gradients(m, tb.batch(), o);
+  fbt_course_check::guard("the checker", "a bug of the checker: please report it");
   int others = 0, others_bad = 0;
+  std::string others_named;  // the first failing ones
   double others_worst = 0;
   for (const auto& r : rep.rows) {
     if (r.tensor.rfind("model.feedback.", 0) == 0) {  // the feedback's tensors (the fuser's, and N_in's gain), one line each
       report(r.tensor, r.check.err < 1e-6, fmt("rel err %.2e   |g_fd| %.3g", r.check.err, r.check.norm));
     } else {  // the rest of the model, one line: a wrong ds or de reaches every tensor below the fuser
       ++others, others_worst = std::max(others_worst, r.check.err);
-      if (!(r.check.err < 1e-6)) ++others_bad;
+      if (!(r.check.err < 1e-6) && ++others_bad <= 3) others_named += (others_bad > 1 ? ", " : "") + r.tensor;
     }
   }
   report("the model's other tensors", others_bad == 0 && others > 0,
-         fmt("%.0f tensors, worst rel err %.2e", double(others), others_worst) + (others_bad ? ", " + std::to_string(others_bad) + " fail" : ""));
+         fmt("%.0f tensors, worst rel err %.2e", double(others), others_worst) + (others_bad ? ", " + std::to_string(others_bad) + " fail: " + others_named + (others_bad > 3 ? ", ..." : "") : ""));
+  findings.b_ok = fbt_course_check::score().failures == failures_before;
+  report("(b) as a whole", findings.b_ok, findings.b_ok ? "every tensor of the step" : "some tensor of the step is wrong (above)", 1);
+  if (!findings.b_ok && findings.a_ok)
+    findings.say("diagnosis: (a) passes, (b) fails: is a cache slice in temp? What forward computes and backward reads must be a keep "
+                 "slice: in a model, the other layers reuse temp between a pass's forward and its backward (temp is only for "
+                 "scratch used inside one call). Each pass has its own Cache; backward may read only its Cache and its arguments",
+                 2);
+  else if (!findings.b_ok)
+    findings.say("note: (b) fails because (a) does: a wrong ds or de reaches every tensor below the fuser. Fix (a) first", 0);
 }
 
 /// (c) save, load into a fresh model, the same tensors and the same objective.
 void check_checkpoint(fbt::Model<double, Fuser>& m, const TinyBatch& tb) {
   std::printf("(c) checkpoint round trip (save_model, load_model)\n");
   const std::string path = (std::filesystem::temp_directory_path() / "fbt_e5_gated_residual.safetensors").string();
+  fbt_course_check::guard("the checkpoint round trip, (c)", "a crash in save_model or load_model: does declare give every tensor a name and shape?");
   fbt::save_model(path, m);
   try {
     fbt::Model<double, Fuser> back = fbt::load_model<fbt::Model<double, Fuser>>(path);
@@ -217,23 +334,35 @@ void check_checkpoint(fbt::Model<double, Fuser>& m, const TinyBatch& tb) {
       return fbt::multipass_step(x, ws, tb.batch(), o).objective;
     };
     const double a = objective(m), bb = objective(back);
-    report("same K = 3 objective", a == bb, fmt("%.17g vs %.17g", a, bb));
+    report("same K = 3 objective", a == bb, fmt("%.17g vs %.17g", a, bb), 1);
   } catch (const std::exception& ex) {
-    report("load_model", false, ex.what());
+    report("load_model", false, ex.what(), 1);
   }
   std::filesystem::remove(path);
 }
 
 }  // namespace
 
+/// The diagnosis lines, and which hint to read.
+void print_diagnosis() {
+  if (fbt_course_check::score().failures == 0) return;
+  for (const auto& d : findings.diagnoses) std::printf("%s\n", d.c_str());
+  std::printf("stuck? read exercises/hints/gated_residual.md, hint %d\n", std::max(1, findings.hint));
+}
+
 int main() {
+  fbt_course_check::install_crash_guard("gated_residual", kMaxPoints);
   std::printf("exercise E5: the gated residual fuser u = e + sigmoid(W_g [s; e]) * (W_s s)\n");
   if (!check_fuser()) {
 #ifdef FBT_EXERCISE_UNSOLVED
+    fbt_course_check::print_grade("gated_residual", true, kMaxPoints);
     std::printf("NOT ATTEMPTED: exercises/gated_residual.hpp is the shipped stub (it defines FBT_EXERCISE_UNSOLVED and declares\n"
                 "no parameters). Delete that line when you start; exit status 77 (ctest: skipped)\n");
     return 77;
 #endif
+    std::printf("likely: declare does not add model.feedback.w_g.weight (D, 2D) and model.feedback.w_s.weight (D, D); (b) and (c) need them\n");
+    std::printf("stuck? read exercises/hints/gated_residual.md, hint 1\n");
+    std::printf("grade: gated_residual 0/%d\n", kMaxPoints);
     std::printf("FAIL: the parameters are not declared as stated; (b) and (c) need them\n");
     return 1;
   }
@@ -245,6 +374,9 @@ int main() {
   const TinyBatch tb;
   check_model(m, tb);
   check_checkpoint(m, tb);
+  print_diagnosis();
+  fbt_course_check::print_grade("gated_residual");
+  const int failures = fbt_course_check::score().failures;
   std::printf("%s: %d check(s) failed\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;
 }

@@ -7,7 +7,6 @@
 //     build/exercises/check_concat_backward_student
 // It compares your gradients with central finite differences and with fbt's own ConcatFuser.
 // Stuck? exercises/hints/concat_backward.md has three graded hints; the checker tells you which to read.
-// The reference solution is exercises/solutions/concat_backward.hpp: read it only after trying.
 #pragma once
 
 #include "given/concat_forward.hpp"

@@ -16,7 +16,7 @@
 //     build/exercises/check_gated_residual_student
 // It checks your forward against the formula, every gradient against central finite differences, the
 // whole K-pass step of a tiny Model<double, GatedResidualFuser<double>>, and a checkpoint round trip.
-// The reference solution is exercises/solutions/gated_residual.hpp: read it only after trying.
+// Stuck? exercises/hints/gated_residual.md has three graded hints; the checker tells you which to read.
 #pragma once
 
 // The shipped stub: the checker reads this as "not attempted yet" (exit 77, ctest: skipped). Delete the
@@ -37,14 +37,11 @@ template <class T> struct GatedResidualFuser {
   double init_std = 0.02;
   std::size_t w_g = 0, w_s = 0;  // offsets of W_g (D, 2D) and W_s (D, D) in the flat parameter store
 
-  /// What one pass keeps for its backward (keep slices) and the backward's scratch (temp slices).
-  /// TODO (exercise E5): choose what to keep. Each pointer is an (N, D) slice that alloc takes.
-  struct Cache {
-    T* a = nullptr;   // (N, D)  e.g. W_s s
-    T* g = nullptr;   // (N, D)  e.g. the gate
-    T* da = nullptr;  // (N, D)  scratch
-    T* dz = nullptr;  // (N, D)  scratch
-  };
+  /// What one pass keeps for its backward, and the backward's scratch.
+  /// TODO (exercise E5): choose its members. Each is a pointer to a slice that alloc takes: from keep what
+  /// forward computes and backward reads (it must live from one pass's forward to its backward), from temp
+  /// what backward needs only while it runs. Which intermediate results does your backward need?
+  struct Cache {};
 
   GatedResidualFuser() = default;
   explicit GatedResidualFuser(const fbt::FuserArgs& args) : D(args.hidden_size), init_std(args.initializer_range) {}
@@ -73,7 +70,8 @@ template <class T> struct GatedResidualFuser {
   ///   de (N, D)
   ///   w.grad + w_g   (D, 2D)    dLoss/dW_g
   ///   w.grad + w_s   (D, D)     dLoss/dW_s
-  /// fbt::linear_backward (layers/common.hpp) does both gradients of a linear map; it skips a null one.
+  /// fbt::linear_backward (layers/common.hpp) does both gradients of a linear map; it skips a null one (a null
+  /// T*: a literal nullptr does not deduce T, write static_cast<T*>(nullptr)).
   template <class Be>
   void backward(Be& be, const fbt::Weights<T>& w, const Cache& c, const T* s, const T* e, const T* pre, const T* du, T* ds, T* de,
                 T* dpre, int N) const {

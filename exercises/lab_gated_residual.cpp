@@ -1,6 +1,6 @@
 // exercises/lab_gated_residual.cpp: the lab of exercise E5 (docs/course/04-fuser-lab.md). It trains three
 // models of the same size, from the same seed, on the same tokens, and prints one table:
-//   gated_residual   u = e + sigmoid(W_g [s; e]) * (W_s s)       (your fuser: exercises/solutions/ by default)
+//   gated_residual   u = e + sigmoid(W_g [s; e]) * (W_s s)       (the solution by default; yours with -DFBT_COURSE_LAB_STUDENT=ON)
 //   glu              u = (W_U s) * sigmoid(W_G N_g(e))            (the paper's, fbt::GluFuser)
 //   none             no feedback: the baseline, single-pass
 // with fbt's Trainer<Model<float, F>> and the K-pass schedule (spec section 3). The table: validation
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include <gated_residual.hpp>  // the fuser under test, chosen by the include path (the solution in CMake)
+#include <gated_residual.hpp>  // the fuser under test, chosen by the include path (exercises/CMakeLists.txt)
 
 #include "fbt/fbt.hpp"
 

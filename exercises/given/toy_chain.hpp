@@ -10,7 +10,8 @@
 // pass), A (D, D) the "stack", W (D, D) the fuser. N = B * T rows: B sequences of T positions, row n = b * T + t.
 // Position t = 0 of every sequence gets S = 0, i.e. it is plain in every pass (spec section 2).
 // F(S) = tanh(X A^T + S W^T) reads, at position t, only the fed-back state at t, which came from t-1, so the
-// chain is a Jacobi iteration for H* = F(shift_right(H*)) and pass k is exact for t <= k (invariant 1, p = 0).
+// chain is a Jacobi iteration for H* = F(shift_right(H*)) and pass k is exact for t <= max(p, 1) + k - 1, which
+// is t <= k here (invariant 1 with p = 0: position 1, t = 1 counted from 1, is plain in every pass).
 // The shift is a plain loop here, on purpose: its backward is part of exercise E2 (the library's is
 // fbt::shift_right_backward in fbt/ops/shift.hpp; the exercise is to write it, not to call it).
 #pragma once

@@ -1,4 +1,4 @@
-// exercises/mutants/gated_residual_de_residual.hpp: a MUTANT (de misses the residual path du) of the solution of exercise E5 (docs/course/04-fuser-lab.md),
+// course/instructor/solutions/gated_residual.hpp: the REFERENCE SOLUTION of exercise E5 (docs/course/04-fuser-lab.md),
 // the gated residual fuser, fuser "gated_residual":
 //
 //     z = W_g [s; e]            W_g (D, 2D): its left half W_gs acts on s, its right half W_ge on e
@@ -73,7 +73,7 @@ template <class T> struct GatedResidualFuser {
                 T* /*dpre*/, int N) const {
     const std::size_t ND = std::size_t(N) * D;
     for (std::size_t i = 0; i < ND; ++i) {
-      // BUG: the residual path de += du is missing
+      de[i] += du[i];                                      // u = e + ...
       c.da[i] = du[i] * c.g[i];                            // dLoss/da     (N, D)
       c.dz[i] = du[i] * c.a[i] * c.g[i] * (T(1) - c.g[i]);  // dLoss/dz     (N, D)
     }

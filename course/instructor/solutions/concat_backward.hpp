@@ -1,4 +1,4 @@
-// exercises/solutions/concat_backward.hpp: REFERENCE SOLUTION of exercise E1, the backward of the concat
+// course/instructor/solutions/concat_backward.hpp: REFERENCE SOLUTION of exercise E1, the backward of the concat
 // fuser (spec section 2):
 //
 //     u = W_c [N_s(s); N_g(e)] = W_c[:, :D] ns + W_c[:, D:] ng,   ns = N_s(s), ng = N_g(e)
@@ -12,7 +12,7 @@
 
 #include <vector>
 
-#include "../given/concat_forward.hpp"
+#include "given/concat_forward.hpp"
 
 namespace fbt_course {
 

@@ -1,12 +1,17 @@
-// exercises/mutants/chain_backward_after_deriv.hpp: a MUTANT of exercise E2's solution, with one deliberate bug:
-// the carry is added after tanh': dZ = c R (1 - H^2) + carry.
-// Built as exercise_chain_backward_mutant_after_deriv; the ctest test exercises.chain_backward.mutant_after_deriv checks
-// that the checker names this bug (exercises/CMakeLists.txt).
+// course/instructor/solutions/chain_backward.hpp: REFERENCE SOLUTION of exercise E2, the backward of the toy K-pass
+// chain (exercises/given/toy_chain.hpp; spec section 3):
+//
+//   for j = K..1:   dH_j = c_j R + carry_j                 carry_K = 0 (nothing after the last pass)
+//                   dZ_j = dH_j * (1 - H_j^2)
+//                   dX += dZ_j A,  dA += dZ_j^T X          (N, D) (D, D);  (D, N) (N, D)
+//                   dW += dZ_j^T S_j,  dS_j = dZ_j W       only for j >= 2 (pass 1 is plain)
+//                   carry_{j-1}[b, t-1] = dS_j[b, t]       shift_right's backward: dH_{j-1}[:, t] += dS[:, t+1]
+// The library does the same with PassRunner::pass_backward (fbt/model/pass.hpp) and fbt::shift_right_backward (fbt/ops/shift.hpp).
 #pragma once
 
 #include <vector>
 
-#include "../given/toy_chain.hpp"
+#include "given/toy_chain.hpp"
 
 namespace fbt_course {
 
@@ -21,7 +26,7 @@ void toy_chain_backward(const ToyChain<T>& p, const ToyChainCache<T>& cache, con
     const std::vector<T>& S = cache.S[j];  // (N, D)
     const T c = p.pass_weight(j);
     // dZ = (c R + carry) * tanh'(Z)
-    for (std::size_t i = 0; i < dZ.size(); ++i) dZ[i] = c * R[i] * (T(1) - H[i] * H[i]) + carry[i];  // BUG: carry after tanh'
+    for (std::size_t i = 0; i < dZ.size(); ++i) dZ[i] = (c * R[i] + carry[i]) * (T(1) - H[i] * H[i]);
     // Z = X A^T + S W^T
     std::fill(dS.begin(), dS.end(), T(0));
     for (int n = 0; n < N; ++n)
