@@ -677,7 +677,7 @@ TEST_F(Checkpoint, RefusesMissingFormatAndIncompleteConfig) {
     EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), p, "\"format\"", "\"pt\"");
     EXPECT_FBT_ERROR(fbt::read_model_config(p), p, "\"format\"");
   }
-  for (const char* k : {"rms_norm_eps", "rope_theta", "feedback_source", "input_norm", "gated_add_alpha", "qk_norm", "head_dim", "z_loss"}) {
+  for (const char* k : {"rms_norm_eps", "rope_theta", "feedback_source", "input_norm", "qk_norm", "head_dim", "z_loss"}) {
     SCOPED_TRACE(k);
     Parts<float> parts(m);
     json cfg = fbt::to_json(m.cfg);

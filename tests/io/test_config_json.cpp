@@ -126,7 +126,7 @@ TEST_F(ConfigJson, TapAndPerLayerSizesRoundTrip) {
   const json j = fbt::to_json(c);
   EXPECT_EQ(j["feedback_layer"], 1);
   EXPECT_EQ(j["layer_intermediate_size"], json::array({12, 24, 6}));
-  EXPECT_EQ(j.size(), 23u + 4u) << j.dump();
+  EXPECT_EQ(j.size(), 21u + 4u) << j.dump();  // the 21 of a default config (no legacy glu_init / gated_add_alpha) + these 4
   expect_same(fbt::config_from_json(json::parse(j.dump()), "mem"), c);
   for (const char* k : {"feedback_layer", "layer_intermediate_size", "layer_num_attention_heads", "layer_num_key_value_heads"})
     EXPECT_FALSE(fbt::to_json(tiny()).contains(k)) << k;
@@ -283,8 +283,7 @@ TEST_F(ConfigJson, HuggingFaceQwen3ConfigIsAccepted) {
   j = hf;
   j["fuser"] = "concat";
   EXPECT_FBT_ERROR(fbt::config_from_json(j, "mem"), "mem", "missing");
-  for (const char* k : {"qk_norm", "z_loss", "doc_attention", "feedback_source", "input_norm", "glu_init", "gated_add_alpha"})
-    j[k] = fbt::to_json(fbt::ModelConfig{})[k];
+  for (const char* k : {"qk_norm", "z_loss", "doc_attention", "feedback_source", "input_norm"}) j[k] = fbt::to_json(fbt::ModelConfig{})[k];
   EXPECT_EQ(fbt::config_from_json(j, "mem").fuser, "concat");
   // An explicit fuser "none" is still the Qwen3 path.
   j = hf;
@@ -341,7 +340,7 @@ TEST_F(ConfigJson, BadFilesAreRefusedByName) {
 // used: absent means a final-norm tap and a uniform stack.
 TEST_F(ConfigJson, MissingKeysAreRefusedByName) {
   const json full = fbt::to_json(tiny());
-  EXPECT_EQ(fbt::model_config_required_keys().size(), 20u);
+  EXPECT_EQ(fbt::model_config_required_keys().size(), 18u);
   for (const auto& k : fbt::model_config_required_keys()) {
     ASSERT_TRUE(full.contains(k)) << k;
     json j = full;
@@ -371,7 +370,7 @@ TEST_F(ConfigJson, MissingKeysAreRefusedByName) {
 // and a number too large for a double (1e400) is a parse error; an infinity put into a json object by a
 // program is refused by validate(), by name.
 TEST_F(ConfigJson, NonFiniteRealsAreRefused) {
-  for (const char* k : {"rope_theta", "rms_norm_eps", "gated_add_alpha", "initializer_range", "z_loss"}) {
+  for (const char* k : {"rope_theta", "rms_norm_eps", "initializer_range", "z_loss"}) {
     std::string t = fbt::to_json(tiny()).dump();
     const auto at = t.find(std::string("\"") + k + "\":") + std::strlen(k) + 3;
     t = t.substr(0, at) + "1e400" + t.substr(t.find_first_of(",}", at));

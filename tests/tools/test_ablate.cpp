@@ -1,4 +1,4 @@
-// The ablation runner of `fbt ablate` (issue 6, tools/ablate.hpp): grid expansion and token budgets, refusals that name
+// The ablation runner of `fbt ablate` (fbt/ablate.hpp): grid expansion and token budgets, refusals that name
 // the run and field, a whole grid on disk (results, summary.csv), skipping finished runs, resuming an
 // interrupted run to the same result as an uninterrupted one, and a failed run recorded without
 // stopping the grid.

@@ -1,4 +1,4 @@
-// The `fbt` command's shared pieces (issue 11, tools/cli.hpp): options read with their range checked,
+// The `fbt` command's shared pieces (fbt/cli/args.hpp): options read with their range checked,
 // checkpoints whose vocabulary the byte tokenizer cannot serve refused up front, --text_file read only
 // from a regular file, and error text kept to one bounded line. The command's own refusals (exit status,
 // one line on stderr) are the cli.* tests of tools/CMakeLists.txt.
@@ -51,7 +51,7 @@ TEST(CliOptions, ErrorTextIsOneBoundedLine) {
     EXPECT_LT(std::string(e.what()).size(), 300u) << "a hostile value is quoted in part, with its length";
     EXPECT_NE(std::string(e.what()).find("(100000 bytes)"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(cli::one_line("a\nb"), "a?b");
+  EXPECT_EQ(cli::one_line("a\nb"), "a\\x0ab");  // a control character is shown as its byte
   EXPECT_LE(cli::one_line(std::string(10000, 'y')).size(), 4096u + 32u);
 }
 

@@ -187,7 +187,7 @@ TEST(NorMuonTraining, StateOfAnotherOptimizerIsRefused) {
   };
   const std::vector<Case> cases = {
       {"normuon", "optimizer", "adamw", "", {"\"optimizer\"", "adamw", "normuon"}},
-      {"normuon", "optimizer", "sgd", "", {"\"optimizer\"", "sgd", "expected adamw, muon or normuon"}},
+      {"normuon", "optimizer", "sgd", "", {"\"optimizer\"", "sgd", "expected one of the optimizers this program knows: adamw, muon, normuon"}},
       {"normuon", "", "", "row_v." + q, {"missing tensor \"row_v." + q + "\"", "\"optimizer\" is \"normuon\""}},
       {"normuon", "optimizer", "muon", "", {"\"optimizer\"", "muon"}},
       {"adamw", "optimizer", "normuon", "", {"\"optimizer\"", "normuon"}},
@@ -227,7 +227,7 @@ TEST(NorMuonTraining, BadFieldValuesAreRefused) {
     std::vector<std::string> parts;
   };
   const std::vector<Case> cases = {
-      {"optimizer", "sgd", {"optimizer", "expected adamw, muon or normuon", "sgd"}},
+      {"optimizer", "sgd", {"optimizer", "expected one of adamw, muon, normuon", "sgd"}},
       {"optimizer", "NorMuon", {"optimizer", "NorMuon"}},
       {"matrix_lr", "0", {"matrix_lr", "(0, inf)", "0"}},
       {"matrix_lr", "-1e-2", {"matrix_lr", "-0.01"}},

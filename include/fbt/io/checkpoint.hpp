@@ -320,10 +320,11 @@ template <class M> void load_model_into(const std::string& path, M& m) {
     const nlohmann::json a = to_json(M::normalized(cfg)), b = to_json(M::normalized(m.cfg));
     for (auto it = b.begin(); it != b.end(); ++it) {
       const auto other = a.find(it.key());
-      const std::string in_file = other == a.end() ? std::string("absent") : detail::json_brief(*other);
+      // an object (a piece's options) is shown whole, bounded
+      auto brief = [](const nlohmann::json& v) { return v.is_object() ? detail::excerpt(v.dump(), 200) : detail::json_brief(v); };
+      const std::string in_file = other == a.end() ? std::string("absent") : brief(*other);
       if (other == a.end() || *other != it.value())
-        detail::ckpt_fail(fn, path, "config field \"" + it.key() + "\" is " + in_file + " in the file but " + detail::json_brief(it.value()) +
-                                        " in the model");
+        detail::ckpt_fail(fn, path, "config field \"" + it.key() + "\" is " + in_file + " in the file but " + brief(it.value()) + " in the model");
     }
     for (auto it = a.begin(); it != a.end(); ++it)
       if (!b.contains(it.key()))
