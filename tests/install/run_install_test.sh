@@ -71,8 +71,13 @@ if [[ "$mode" == own_project ]]; then
     local out
     out="$("$@" 2>&1)" || { echo "$out"; echo "FAIL: exit status $? of: $*" >&2; exit 1; }
     echo "$out"
-    grep -Eq -- "$pat" <<<"$out" || { echo "FAIL: no \"$pat\" in the output of: $*" >&2; exit 1; }
+    grep -Ezq -- "$pat" <<<"$out" || { echo "FAIL: no \"$pat\" in the output of: $*" >&2; exit 1; }
   }
+  step "the command knows the project's pieces and their options"
+  expect "fuser +lowrank +rank \\(an integer in \\[1, 1024\\], default 8\\)" "$tool" train --help
+  expect "block +gated_attn +gate_init" "$tool" train --help
+  expect "optimizer +sgdm +momentum" "$tool" train --help
+  expect "soft_first" "$tool" sample --help
   step "the project's fuser and block against central finite differences"
   "$work/own-build/check_pieces"
   step "train the user fuser, block and optimizer with their options; 4 + 4 resumed steps = 8 steps, bit for bit"
@@ -93,7 +98,7 @@ if [[ "$mode" == own_project ]]; then
   step "eval, sample in every mode (the user policy too), logits, export plain and full"
   expect "fuser lowrank.*pass 2 validation loss" "$tool" eval --checkpoint "$run/full/checkpoint" --windows 2 --seq_windows 1 --monitor 0
   for mode in standard soft "fused(2)" "soft_first(3)"; do
-    expect "sample 1 \\($mode" "$tool" sample --checkpoint "$run/full/checkpoint" --prompt "0123" --mode "$mode" --temperature 0 --max_new_tokens 6
+    expect "sample 1 \\($(sed 's/[()]/\\&/g' <<<"$mode")" "$tool" sample --checkpoint "$run/full/checkpoint" --prompt "0123" --mode "$mode" --temperature 0 --max_new_tokens 6
   done
   expect "3 passes x" "$tool" logits --checkpoint "$run/full/checkpoint" --text "0123" --out "$work/logits.npy"
   # a Qwen3 directory holds the built-in decoder block only: the gated block's model is refused by name,

@@ -20,6 +20,25 @@
 namespace fbt {
 namespace cli {
 
+/// One line per piece: its kind, name and options (type, default, range or choices, help).
+inline void print_options(const char* kind, const std::string& name, const OptionList& o) {
+  std::string line;
+  for (const auto& s : o.specs()) {
+    std::string range = s.kind == OptionValue::Int || s.kind == OptionValue::Real
+                            ? " in [" + OptionValue::of_real(s.lo).str() + ", " + OptionValue::of_real(s.hi).str() + "]"
+                            : "";
+    if (!s.choices.empty()) {
+      range = " of ";
+      for (std::size_t i = 0; i < s.choices.size(); ++i) range += (i ? "|" : "") + s.choices[i];
+    }
+    line += "; " + s.name + " (" + detail::option_kind_name(s.kind) + range + ", default " + s.def.str() + "): " + s.help;
+  }
+  std::printf("  %-9s %-12s%s\n", kind, name.c_str(), line.empty() ? " (no options)" : line.c_str() + 1);
+}
+template <class... X> void print_pieces(const char* kind, TypeList<X...>) {
+  (print_options(kind, X::name, declared_options<X>()), ...);
+}
+
 template <class Fusers, class Blocks> int cmd_train(Args a) {
   if (wants_help(a)) {
     std::printf(
@@ -37,6 +56,13 @@ template <class Fusers, class Blocks> int cmd_train(Args a) {
       std::string line;
       for (const auto& [f, v] : fields) line += (line.empty() ? "" : ", ") + f + " " + v;
       std::printf("  %-6s %s\n", name.c_str(), line.c_str());
+    }
+    std::printf("\nthe pieces this command knows, with their options (--fuser.NAME VALUE, --block.NAME VALUE, --optimizer.NAME VALUE):\n");
+    print_pieces("fuser", Fusers{});
+    print_pieces("block", Blocks{});
+    for (const auto& n : split(OptimizerRegistry::global().names(), ',')) {
+      const std::string name = n.substr(n.find_first_not_of(' '));
+      print_options("optimizer", name, OptimizerRegistry::global().options(name));
     }
     return 0;
   }
