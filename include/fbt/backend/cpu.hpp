@@ -71,13 +71,10 @@ template <class T> struct CpuBackend {
         return;
       }
     }
-    if (M == 1 && !tA && tB) {  // W row-major (N, K): one dot product per output
-      if (acc) Cm.row(0).transpose().noalias() += Bm * Am.row(0).transpose();
-      else Cm.row(0).transpose().noalias() = Bm * Am.row(0).transpose();
-      return;
-    }
-    fbt::gemm(Cm, Am, tA, Bm, tB, acc);
+    gemm_fp32(Cm, Am, tA, Bm, tB, acc);
   }
+  /// The product in T (Eigen): gemm without the bf16 switch.
+  void gemm_fp32(RowMapS<T> C, CRowMapS<T> A, bool tA, CRowMapS<T> B, bool tB, bool acc);
 
   // ---- normalisation, rotation, attention -------------------------------------------------------
   void rmsnorm_forward(T* out, T* rstd, const T* inp, const T* w, int R, int C, T eps) {
@@ -140,12 +137,8 @@ template <class T> struct CpuBackend {
   void sigmoid_gate_backward(T* da, T* dz, const T* dy, const T* a, const T* z, std::size_t n) {
     fbt::sigmoid_gate_backward(row(da, n), row(dz, n), crow(dy, n), crow(a, n), crow(z, n));
   }
-  void axpby(T* y, T a, const T* x, T b, std::size_t n) {
-    auto Y = vec(y, Eigen::Index(n));
-    if (b == T(0)) Y = a * cvec(x, Eigen::Index(n));
-    else Y = a * cvec(x, Eigen::Index(n)) + b * Y;
-  }
-  void add(T* y, const T* x, std::size_t n) { vec(y, Eigen::Index(n)) += cvec(x, Eigen::Index(n)); }
+  void axpby(T* y, T a, const T* x, T b, std::size_t n);
+  void add(T* y, const T* x, std::size_t n);
   void scale(T* x, double s, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) x[i] = T(double(x[i]) * s);
   }
@@ -153,13 +146,7 @@ template <class T> struct CpuBackend {
     for (int r = 0; r < R; ++r)
       if (mask[r] == T(0)) std::copy(src + std::size_t(r) * C, src + std::size_t(r + 1) * C, dst + std::size_t(r) * C);
   }
-  void move_plain_rows(T* dst, T* src, const T* mask, int R, int C) {
-    for (int r = 0; r < R; ++r)
-      if (mask[r] == T(0)) {
-        vec(dst + std::size_t(r) * C, C) += cvec(src + std::size_t(r) * C, C);
-        std::fill(src + std::size_t(r) * C, src + std::size_t(r + 1) * C, T(0));
-      }
-  }
+  void move_plain_rows(T* dst, T* src, const T* mask, int R, int C);
   void shift_right_forward(T* out, const T* inp, int B, int Tn, int C) {
     fbt::shift_right_forward(smat(out, std::size_t(B) * Tn, C), csmat(inp, std::size_t(B) * Tn, C), B, Tn);
   }
@@ -189,24 +176,13 @@ template <class T> struct CpuBackend {
     fbt::softmax_xent_backward(mat(probs, N, V), cvec(lse, N), targets, scale, z);
   }
   /// One vectorised pass over a tensor (Eigen fuses each statement into one loop, no temporaries).
-  void adamw(T* p, const T* g, T* m, T* v, std::size_t n, const AdamWRates<T>& r, T wd) {
-    const auto N = Eigen::Index(n);
-    auto P = vec(p, N).array();
-    auto M = vec(m, N).array();
-    auto Vv = vec(v, N).array();
-    const auto G = cvec(g, N).array();
-    M = r.b1 * M + r.ib1 * G;
-    Vv = r.b2 * Vv + r.ib2 * G.square();
-    P -= r.lr * ((M * r.rbc1) / ((Vv * r.rbc2).sqrt() + r.eps) + wd * P);
-  }
+  void adamw(T* p, const T* g, T* m, T* v, std::size_t n, const AdamWRates<T>& r, T wd);
   /// out (R) = sum over each row of x (R, C) of x^2: in double, in index order, rounded to T once.
   void row_sumsq(T* out, const T* x, int R, int C) {
     for (int r = 0; r < R; ++r) out[r] = T(sum_squares(x + std::size_t(r) * C, std::size_t(C)));
   }
   /// Row r of x (R, C) divided by sqrt(v[r]) + eps (one divisor per row, computed in T).
-  void row_div_sqrt(T* x, const T* v, int R, int C, T eps) {
-    for (int r = 0; r < R; ++r) vec(x + std::size_t(r) * C, C) /= std::sqrt(v[r]) + eps;
-  }
+  void row_div_sqrt(T* x, const T* v, int R, int C, T eps);
   /// sum x^2 in double, in index order (deterministic).
   double sum_squares(const T* x, std::size_t n) {
     double s = 0.0;
@@ -250,5 +226,48 @@ template <class T> struct CpuBackend {
     return s;
   }
 };
+
+// The members below hold Eigen expressions; they are defined outside the class (not inline) so that the
+// explicit instantiation in src/kernels.cpp (fbt::kernels, FBT_COMPILED_KERNELS) replaces them in a
+// program's own files. Header-only, they are instantiated where used, as any template.
+template <class T> void CpuBackend<T>::gemm_fp32(RowMapS<T> C, CRowMapS<T> A, bool tA, CRowMapS<T> B, bool tB, bool acc) {
+  if (C.rows() == 1 && !tA && tB) {  // W row-major (N, K): one dot product per output
+    if (acc) C.row(0).transpose().noalias() += B * A.row(0).transpose();
+    else C.row(0).transpose().noalias() = B * A.row(0).transpose();
+    return;
+  }
+  fbt::gemm(C, A, tA, B, tB, acc);
+}
+template <class T> void CpuBackend<T>::axpby(T* y, T a, const T* x, T b, std::size_t n) {
+  auto Y = vec(y, Eigen::Index(n));
+  if (b == T(0)) Y = a * cvec(x, Eigen::Index(n));
+  else Y = a * cvec(x, Eigen::Index(n)) + b * Y;
+}
+template <class T> void CpuBackend<T>::add(T* y, const T* x, std::size_t n) { vec(y, Eigen::Index(n)) += cvec(x, Eigen::Index(n)); }
+template <class T> void CpuBackend<T>::move_plain_rows(T* dst, T* src, const T* mask, int R, int C) {
+  for (int r = 0; r < R; ++r)
+    if (mask[r] == T(0)) {
+      vec(dst + std::size_t(r) * C, C) += cvec(src + std::size_t(r) * C, C);
+      std::fill(src + std::size_t(r) * C, src + std::size_t(r + 1) * C, T(0));
+    }
+}
+template <class T> void CpuBackend<T>::adamw(T* p, const T* g, T* m, T* v, std::size_t n, const AdamWRates<T>& r, T wd) {
+  const auto N = Eigen::Index(n);
+  auto P = vec(p, N).array();
+  auto M = vec(m, N).array();
+  auto Vv = vec(v, N).array();
+  const auto G = cvec(g, N).array();
+  M = r.b1 * M + r.ib1 * G;
+  Vv = r.b2 * Vv + r.ib2 * G.square();
+  P -= r.lr * ((M * r.rbc1) / ((Vv * r.rbc2).sqrt() + r.eps) + wd * P);
+}
+template <class T> void CpuBackend<T>::row_div_sqrt(T* x, const T* v, int R, int C, T eps) {
+  for (int r = 0; r < R; ++r) vec(x + std::size_t(r) * C, C) /= std::sqrt(v[r]) + eps;
+}
+
+#ifdef FBT_COMPILED_KERNELS
+extern template struct CpuBackend<float>;
+extern template struct CpuBackend<double>;
+#endif
 
 }  // namespace fbt

@@ -67,4 +67,16 @@ template <class T> void sigmoid_gate_backward(RowMapS<T> da, RowMapS<T> dz, CRow
     }
 }
 
+// The kernels above for float and double are compiled once in src/kernels.cpp (the fbt::kernels library)
+// when FBT_COMPILED_KERNELS is defined (fbt::kernels defines it); otherwise they are header-only templates.
+#define FBT_OPS_ACTIVATIONS_INSTANTIATE(EXTERN, T) \
+  EXTERN template void swiglu_forward<T>(RowMapS<T>, CRowMapS<T>, CRowMapS<T>); \
+  EXTERN template void swiglu_backward<T>(RowMapS<T>, RowMapS<T>, CRowMapS<T>, CRowMapS<T>, CRowMapS<T>); \
+  EXTERN template void sigmoid_gate_forward<T>(RowMapS<T>, CRowMapS<T>, CRowMapS<T>); \
+  EXTERN template void sigmoid_gate_backward<T>(RowMapS<T>, RowMapS<T>, CRowMapS<T>, CRowMapS<T>, CRowMapS<T>);
+#ifdef FBT_COMPILED_KERNELS
+FBT_OPS_ACTIVATIONS_INSTANTIATE(extern, float)
+FBT_OPS_ACTIVATIONS_INSTANTIATE(extern, double)
+#endif
+
 }  // namespace fbt

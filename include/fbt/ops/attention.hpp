@@ -134,4 +134,15 @@ void attention_decode(T* out, T* scores, const T* q, const T* Kc, const T* Vc, i
   }
 }
 
+// The kernels above for float and double are compiled once in src/kernels.cpp (the fbt::kernels library)
+// when FBT_COMPILED_KERNELS is defined (fbt::kernels defines it); otherwise they are header-only templates.
+#define FBT_OPS_ATTENTION_INSTANTIATE(EXTERN, T) \
+  EXTERN template void attention_forward<T>(RowMapS<T>, T*, CRowMapS<T>, CRowMapS<T>, CRowMapS<T>, const int*, const AttnShape&); \
+  EXTERN template void attention_backward<T>(RowMapS<T>, RowMapS<T>, RowMapS<T>, T*, CRowMapS<T>, const T*, CRowMapS<T>, CRowMapS<T>, CRowMapS<T>, const int*, const AttnShape&); \
+  EXTERN template void attention_decode<T>(T*, T*, const T*, const T*, const T*, int, int, int, int);
+#ifdef FBT_COMPILED_KERNELS
+FBT_OPS_ATTENTION_INSTANTIATE(extern, float)
+FBT_OPS_ATTENTION_INSTANTIATE(extern, double)
+#endif
+
 }  // namespace fbt

@@ -30,4 +30,14 @@ template <class T> void embedding_backward(RowMapS<T> dE, CRowMapS<T> dout, cons
   }
 }
 
+// The kernels above for float and double are compiled once in src/kernels.cpp (the fbt::kernels library)
+// when FBT_COMPILED_KERNELS is defined (fbt::kernels defines it); otherwise they are header-only templates.
+#define FBT_OPS_EMBEDDING_INSTANTIATE(EXTERN, T) \
+  EXTERN template void embedding_forward<T>(RowMapS<T>, const int*, CRowMapS<T>); \
+  EXTERN template void embedding_backward<T>(RowMapS<T>, CRowMapS<T>, const int*);
+#ifdef FBT_COMPILED_KERNELS
+FBT_OPS_EMBEDDING_INSTANTIATE(extern, float)
+FBT_OPS_EMBEDDING_INSTANTIATE(extern, double)
+#endif
+
 }  // namespace fbt

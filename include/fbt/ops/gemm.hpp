@@ -67,4 +67,13 @@ void gemm(RowMapS<T> C, CRowMapS<T> A, bool transA, CRowMapS<T> B, bool transB, 
   else detail::gemm_run<T, ColMajor, ColMajor>(C.data(), ldc, A.data(), lda, B.data(), ldb, M, N, K, alpha);
 }
 
+// The kernels above for float and double are compiled once in src/kernels.cpp (the fbt::kernels library)
+// when FBT_COMPILED_KERNELS is defined (fbt::kernels defines it); otherwise they are header-only templates.
+#define FBT_OPS_GEMM_INSTANTIATE(EXTERN, T) \
+  EXTERN template void gemm<T>(RowMapS<T>, CRowMapS<T>, bool, CRowMapS<T>, bool, bool, T);
+#ifdef FBT_COMPILED_KERNELS
+FBT_OPS_GEMM_INSTANTIATE(extern, float)
+FBT_OPS_GEMM_INSTANTIATE(extern, double)
+#endif
+
 }  // namespace fbt

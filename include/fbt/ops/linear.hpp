@@ -53,4 +53,17 @@ template <class T> void bias_backward(Span<T> db, CRowMapS<T> dout) {
   db.noalias() += dout.colwise().sum().transpose();
 }
 
+// The kernels above for float and double are compiled once in src/kernels.cpp (the fbt::kernels library)
+// when FBT_COMPILED_KERNELS is defined (fbt::kernels defines it); otherwise they are header-only templates.
+#define FBT_OPS_LINEAR_INSTANTIATE(EXTERN, T) \
+  EXTERN template void linear_forward<T>(RowMapS<T>, CRowMapS<T>, CRowMapS<T>); \
+  EXTERN template void linear_forward_acc<T>(RowMapS<T>, CRowMapS<T>, CRowMapS<T>); \
+  EXTERN template void linear_backward<T>(RowMapS<T>, RowMapS<T>, CRowMapS<T>, CRowMapS<T>, CRowMapS<T>); \
+  EXTERN template void bias_forward<T>(RowMapS<T>, CSpan<T>); \
+  EXTERN template void bias_backward<T>(Span<T>, CRowMapS<T>);
+#ifdef FBT_COMPILED_KERNELS
+FBT_OPS_LINEAR_INSTANTIATE(extern, float)
+FBT_OPS_LINEAR_INSTANTIATE(extern, double)
+#endif
+
 }  // namespace fbt

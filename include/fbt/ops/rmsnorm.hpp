@@ -45,4 +45,14 @@ void rmsnorm_backward(RowMapS<T> dinp, Span<T> dw, CRowMapS<T> dout, CRowMapS<T>
   }
 }
 
+// The kernels above for float and double are compiled once in src/kernels.cpp (the fbt::kernels library)
+// when FBT_COMPILED_KERNELS is defined (fbt::kernels defines it); otherwise they are header-only templates.
+#define FBT_OPS_RMSNORM_INSTANTIATE(EXTERN, T) \
+  EXTERN template void rmsnorm_forward<T>(RowMapS<T>, Span<T>, CRowMapS<T>, CSpan<T>, T); \
+  EXTERN template void rmsnorm_backward<T>(RowMapS<T>, Span<T>, CRowMapS<T>, CRowMapS<T>, CSpan<T>, CSpan<T>);
+#ifdef FBT_COMPILED_KERNELS
+FBT_OPS_RMSNORM_INSTANTIATE(extern, float)
+FBT_OPS_RMSNORM_INSTANTIATE(extern, double)
+#endif
+
 }  // namespace fbt

@@ -94,4 +94,15 @@ void rope_backward(RowMapS<T> dinp, CRowMapS<T> dout, const int* pos, const Rope
   }
 }
 
+// The kernels above for float and double are compiled once in src/kernels.cpp (the fbt::kernels library)
+// when FBT_COMPILED_KERNELS is defined (fbt::kernels defines it); otherwise they are header-only templates.
+#define FBT_OPS_ROPE_INSTANTIATE(EXTERN, T) \
+  EXTERN template void rope_fill<T>(T*, int, int, double); \
+  EXTERN template void rope_forward<T>(RowMapS<T>, CRowMapS<T>, const int*, const RopeView<T>&, int); \
+  EXTERN template void rope_backward<T>(RowMapS<T>, CRowMapS<T>, const int*, const RopeView<T>&, int);
+#ifdef FBT_COMPILED_KERNELS
+FBT_OPS_ROPE_INSTANTIATE(extern, float)
+FBT_OPS_ROPE_INSTANTIATE(extern, double)
+#endif
+
 }  // namespace fbt

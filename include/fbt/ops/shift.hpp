@@ -27,4 +27,14 @@ template <class T> void shift_right_backward(RowMapS<T> dinp, CRowMapS<T> dout, 
   }
 }
 
+// The kernels above for float and double are compiled once in src/kernels.cpp (the fbt::kernels library)
+// when FBT_COMPILED_KERNELS is defined (fbt::kernels defines it); otherwise they are header-only templates.
+#define FBT_OPS_SHIFT_INSTANTIATE(EXTERN, T) \
+  EXTERN template void shift_right_forward<T>(RowMapS<T>, CRowMapS<T>, int, int); \
+  EXTERN template void shift_right_backward<T>(RowMapS<T>, CRowMapS<T>, int, int);
+#ifdef FBT_COMPILED_KERNELS
+FBT_OPS_SHIFT_INSTANTIATE(extern, float)
+FBT_OPS_SHIFT_INSTANTIATE(extern, double)
+#endif
+
 }  // namespace fbt

@@ -54,4 +54,14 @@ void softmax_xent_backward(RowMap<T> probs_to_dlogits, CSpan<T> lse, const int* 
   }
 }
 
+// The kernels above for float and double are compiled once in src/kernels.cpp (the fbt::kernels library)
+// when FBT_COMPILED_KERNELS is defined (fbt::kernels defines it); otherwise they are header-only templates.
+#define FBT_OPS_SOFTMAX_XENT_INSTANTIATE(EXTERN, T) \
+  EXTERN template double softmax_xent_forward<T>(RowMap<T>, Span<T>, Span<T>, const int*, double); \
+  EXTERN template void softmax_xent_backward<T>(RowMap<T>, CSpan<T>, const int*, double, double);
+#ifdef FBT_COMPILED_KERNELS
+FBT_OPS_SOFTMAX_XENT_INSTANTIATE(extern, float)
+FBT_OPS_SOFTMAX_XENT_INSTANTIATE(extern, double)
+#endif
+
 }  // namespace fbt
