@@ -17,6 +17,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdlib>
 #include <new>
 #include <thread>
 #include <tuple>
@@ -64,6 +65,13 @@ template <class Fusers, class Blocks> int run_command(int argc, char** argv) {
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
 #endif
+    // under mpirun before MPI was started (an option every rank refuses): rank 0 says it, and mpirun ends
+    // the others when it exits
+    for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"})
+      if (const char* r = std::getenv(v)) {
+        if (std::strcmp(r, "0") != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+        break;
+      }
     std::fprintf(stderr, "%sfbt %s: error: %s\n", g_progress_started ? "\n" : "", cli::one_line(cmd).c_str(), cli::one_line(msg).c_str());
     return 1;
   }

@@ -161,9 +161,23 @@ template <class Tr> void attach_distributed(Tr& t, const std::string& mode) {
 inline std::shared_ptr<RunDirLock> lock_out_dir(const std::string& dir, const Args& flags, std::string mode) {
   for (const auto& kv : flags)
     if (kv.first == "distributed") mode = kv.second;
-  if (mode == "mpi" && mpi_world("train").rank() != 0) return nullptr;
-  prepare_out_dir(dir);
-  return lock_run_dir(dir);
+  if (mode != "mpi") {
+    prepare_out_dir(dir);
+    return lock_run_dir(dir);
+  }
+  Communicator& comm = mpi_world("train");
+  std::shared_ptr<RunDirLock> lock;
+  std::string err;
+  if (comm.rank() == 0) {
+    try {
+      prepare_out_dir(dir);
+      lock = lock_run_dir(dir);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+  }
+  comm.agree(err.empty(), err);  // every rank stops, with rank 0's message, when rank 0 cannot hold the directory
+  return lock;
 }
 
 }  // namespace cli
