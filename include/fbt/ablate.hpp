@@ -122,7 +122,7 @@ inline AblationGrid load_ablation_grid(const std::string& path, AblationGrid g =
     const std::string& k = it.key();
     const nlohmann::json& v = it.value();
     if (k == "base") {
-      apply_json(g.base, v, where + " (base)");
+      apply_json(g.base, v, where + " (base)", true);
       for (auto f = v.begin(); f != v.end(); ++f)
         if (f.key() != "preset") g.base_fields[f.key()] = f.value();
     } else if (k == "runs") {
@@ -132,8 +132,10 @@ inline AblationGrid load_ablation_grid(const std::string& path, AblationGrid g =
         const std::string w = where + " (runs[" + std::to_string(i) + "])";
         if (!v[i].is_object()) throw Error(w + ": must be an object of field: value");
         std::vector<std::pair<std::string, std::string>> r;
-        for (auto f2 = v[i].begin(); f2 != v[i].end(); ++f2)
+        for (auto f2 = v[i].begin(); f2 != v[i].end(); ++f2) {
+          detail::check_config_value_type(f2.key(), f2.value(), w);
           r.push_back({f2.key(), detail::json_scalar(f2.value(), w + " field " + detail::excerpt(f2.key()))});
+        }
         g.runs.push_back(r);
       }
     } else if (k == "vary") {
@@ -142,7 +144,10 @@ inline AblationGrid load_ablation_grid(const std::string& path, AblationGrid g =
         const std::string w = where + " (vary." + detail::excerpt(f2.key()) + ")";
         if (!f2->is_array() || f2->empty()) throw Error(w + ": must be a non-empty list of values");
         std::vector<std::string> vals;
-        for (const auto& x : *f2) vals.push_back(detail::json_scalar(x, w));
+        for (const auto& x : *f2) {
+          detail::check_config_value_type(f2.key(), x, w);
+          vals.push_back(detail::json_scalar(x, w));
+        }
         g.vary.push_back({f2.key(), vals});
       }
     } else if (k == "seeds") {

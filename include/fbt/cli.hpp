@@ -16,6 +16,10 @@
 // types go through the same path: the `fbt` binary is cli_main<>() (tools/fbt.cpp).
 #pragma once
 
+#include <chrono>
+#include <cstdlib>
+#include <new>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 
@@ -35,7 +39,7 @@ template <class Fusers, class Blocks> int run_command(int argc, char** argv) {
   }
   const std::string cmd = argv[1];
   try {
-    Args a = cli::parse_args(argc, argv, 2);
+    Args a = cli::parse_args(argc, argv, 2, cmd == "ablate" ? std::vector<std::string>{"vary"} : std::vector<std::string>{});
     if (cmd == "train") return cmd_train<Fusers, Blocks>(a);
     if (cmd == "eval") return cmd_eval<Fusers, Blocks>(a);
     if (cmd == "sample") return cmd_sample<Fusers, Blocks>(a);
@@ -46,15 +50,29 @@ template <class Fusers, class Blocks> int run_command(int argc, char** argv) {
     std::fprintf(stderr, "fbt: unknown command \"%s\"\n\n%s", cli::one_line(cmd).c_str(), kUsage);
     return 1;
   } catch (const std::exception& e) {
+    std::string msg = e.what();
+    if (dynamic_cast<const std::bad_alloc*>(&e))  // one line naming the command and what it was estimated to need
+      msg = "out of memory (std::bad_alloc)" + (g_memory_estimate.empty() ? std::string() : "; its estimate before it started was " + g_memory_estimate) +
+            "; lower the command's sizes, or give it more memory";
 #if defined(FBT_HAVE_MPI)
     if (g_comm && g_comm->size() > 1) {  // every rank stops: the others may be waiting in a collective
+      // printed once: by rank 0 when it failed too (an option every rank refuses, or a collective's error,
+      // which names the failing rank), else by the failing rank after rank 0 has had time to say it
+      if (g_comm->rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
       std::fprintf(stderr, "%sfbt %s (rank %d of %d): error: %s\n", g_progress_started ? "\n" : "", cli::one_line(cmd).c_str(), g_comm->rank(),
-                   g_comm->size(), cli::one_line(e.what()).c_str());
+                   g_comm->size(), cli::one_line(msg).c_str());
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
 #endif
-    std::fprintf(stderr, "%sfbt %s: error: %s\n", g_progress_started ? "\n" : "", cli::one_line(cmd).c_str(), cli::one_line(e.what()).c_str());
+    // under mpirun before MPI was started (an option every rank refuses): rank 0 says it, and mpirun ends
+    // the others when it exits
+    for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"})
+      if (const char* r = std::getenv(v)) {
+        if (std::strcmp(r, "0") != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+        break;
+      }
+    std::fprintf(stderr, "%sfbt %s: error: %s\n", g_progress_started ? "\n" : "", cli::one_line(cmd).c_str(), cli::one_line(msg).c_str());
     return 1;
   }
 }

@@ -55,6 +55,22 @@ TEST(CliOptions, ErrorTextIsOneBoundedLine) {
   EXPECT_LE(cli::one_line(std::string(10000, 'y')).size(), 4096u + 32u);
 }
 
+TEST(CliOptions, ARepeatedOptionIsRefusedNamingIt) {
+  // `train` took the last of repeated flags while other commands lost one: every subcommand refuses now
+  std::vector<std::string> words{"fbt", "train", "--steps", "2", "--lr=0.1", "--steps=3"};
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(&w[0]);
+  EXPECT_FBT_ERROR(cli::parse_args(int(argv.size()), argv.data(), 2), "option --steps is given twice (\"2\" and \"3\")");
+  // a repeatable option (ablate's --vary) may be given again
+  std::vector<std::string> grid{"fbt", "ablate", "--vary", "fuser=glu|none", "--vary", "detach=true|false"};
+  argv.clear();
+  for (auto& w : grid) argv.push_back(&w[0]);
+  const cli::Args a = cli::parse_args(int(argv.size()), argv.data(), 2, {"vary"});
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[1].second, "detach=true|false");
+  EXPECT_FBT_ERROR(cli::parse_args(int(argv.size()), argv.data(), 2), "option --vary is given twice");
+}
+
 class CliFiles : public TempDirTest {};
 
 TEST_F(CliFiles, ACheckpointOfAnotherVocabularyIsRefusedAtLoad) {

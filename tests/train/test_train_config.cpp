@@ -222,10 +222,34 @@ TEST_F(TrainConfigFile, IntegersInAFileAreRangeCheckedToo) {
   EXPECT_EQ(load_train_config_file(p).seed, std::numeric_limits<std::uint64_t>::max());
   std::ofstream(p) << R"({"seq_len": 1e9})";
   EXPECT_EQ(load_train_config_file(p).seq_len, 1000000000);
-  std::ofstream(p) << R"({"lr": "inf"})";
-  EXPECT_FBT_ERROR(load_train_config_file(p), p, "lr", "finite");
+  std::ofstream(p) << R"({"lr": "inf"})";  // JSON has no inf: a string where a number belongs
+  EXPECT_FBT_ERROR(load_train_config_file(p), p, "field lr must be a number, got string \"inf\"");
   std::ofstream(p) << R"({"lr": null})";
   EXPECT_FBT_ERROR(load_train_config_file(p), p, "lr");
+}
+
+TEST_F(TrainConfigFile, ValuesMustHaveTheirFieldsType) {
+  // {"steps": "2"} was read as 2: a file's values are typed (flags and the library's records are text)
+  const std::string p = path("c.json");
+  std::ofstream(p) << R"({"steps": "2"})";
+  EXPECT_FBT_ERROR(load_train_config_file(p), p, "field steps must be a number, got string \"2\"");
+  std::ofstream(p) << R"({"progress": 1})";
+  EXPECT_FBT_ERROR(load_train_config_file(p), p, "field progress must be true or false, got number 1");
+  std::ofstream(p) << R"({"data": 5})";
+  EXPECT_FBT_ERROR(load_train_config_file(p), p, "field data must be a string, got number 5");
+  std::ofstream(p) << R"({"layer_intermediate_size": 64})";
+  EXPECT_FBT_ERROR(load_train_config_file(p), p, "field layer_intermediate_size must be an array of integers");
+  std::ofstream(p) << R"({"steps": 2, "progress": false, "data": "task:addition", "layer_intermediate_size": [64, 32], "num_hidden_layers": 2,
+                          "fuser_options": {"init": "default"}})";
+  const TrainConfig c = load_train_config_file(p);
+  EXPECT_EQ(c.steps, 2);
+  EXPECT_FALSE(c.progress);
+  EXPECT_EQ(c.model.layer_intermediate_size, (std::vector<int>{64, 32}));
+  // a checkpoint's record holds every value as text, and reads back
+  TrainConfig back;
+  apply_json(back, to_json(c), "record");
+  EXPECT_EQ(to_json(back), to_json(c));
+  EXPECT_FBT_ERROR(apply_json(back, to_json(c), "record", true), "record: field");
 }
 
 TEST_F(TrainConfigFile, OnlyRegularFilesOfBoundedSizeAreRead) {

@@ -7,6 +7,7 @@
 // exits with status 1. Kept in a header so tests/tools/test_cli.cpp checks the same code the command runs.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -25,9 +26,20 @@ namespace cli {
 
 using Args = std::vector<std::pair<std::string, std::string>>;
 
-/// --name value / --name=value pairs (everything after the subcommand).
-inline Args parse_args(int argc, char** argv, int from) {
+/// \brief --name value / --name=value pairs (everything after the subcommand). One rule for every
+/// subcommand: an option given twice is refused, naming it (a second value would otherwise silently win
+/// or be lost), except the options listed in `repeatable` (ablate's --vary), which may be given any
+/// number of times.
+inline Args parse_args(int argc, char** argv, int from, const std::vector<std::string>& repeatable = {}) {
   Args a;
+  auto add = [&](std::string k, std::string v) {
+    if (std::find(repeatable.begin(), repeatable.end(), k) == repeatable.end())
+      for (const auto& kv : a)
+        if (kv.first == k)
+          throw Error("option --" + detail::excerpt(k) + " is given twice (" + detail::quote_value(kv.second) + " and " + detail::quote_value(v) +
+                      "): give each option once");
+    a.push_back({std::move(k), std::move(v)});
+  };
   for (int i = from; i < argc; ++i) {
     std::string k = argv[i];
     if (k == "--help" || k == "-h") {
@@ -38,10 +50,11 @@ inline Args parse_args(int argc, char** argv, int from) {
     k = k.substr(2);
     const auto eq = k.find('=');
     if (eq != std::string::npos) {
-      a.push_back({k.substr(0, eq), k.substr(eq + 1)});
+      add(k.substr(0, eq), k.substr(eq + 1));
     } else {
       if (i + 1 >= argc) throw Error("option --" + detail::excerpt(k) + " needs a value");
-      a.push_back({k, argv[++i]});
+      add(k, argv[i + 1]);
+      ++i;
     }
   }
   return a;

@@ -41,6 +41,85 @@ inline const char* kUsage =
     "  export   a checkpoint as a Hugging Face directory (Qwen3ForCausalLM: config.json + model.safetensors)\n\n"
     "fbt <command> --help lists the command's options.\n";
 
+// ----------------------------------------------------------------------------------------- memory
+/// The memory estimate of the running command, as its refusal would say it ("1.2 GB: KV cache ..."):
+/// run_command names it when the command still runs out of memory (std::bad_alloc).
+inline std::string g_memory_estimate;
+
+/// What a command needs at least, from its options and the model's config, before any weight is read.
+struct CommandMemory {
+  double params = 0;       ///< the weights (fp32)
+  double kv_cache = 0;     ///< the decoders' K/V caches: every sequence's capacity x every layer's K and V
+  double logits = 0;       ///< logits kept or written (sample: a row per sequence; logits: K x T x V)
+  double activations = 0;  ///< the forward workspace: the logits and four D-wide tensors per layer, per position and pass
+  double data = 0;         ///< a text file's bytes, documents and tokens (7 bytes per byte); a token file is mapped: 0
+  double total() const { return params + kv_cache + logits + activations + data; }
+  std::string breakdown() const {
+    std::string b = "weights " + detail::fmt_bytes(params);
+    if (kv_cache > 0) b += ", KV cache " + detail::fmt_bytes(kv_cache);
+    if (logits > 0) b += ", logits " + detail::fmt_bytes(logits);
+    if (activations > 0) b += ", activations " + detail::fmt_bytes(activations);
+    if (data > 0) b += ", data " + detail::fmt_bytes(data);
+    return b;
+  }
+};
+
+/// Floats of one position's K and V over every layer (the decoder's cache row).
+inline double kv_floats_per_position(const ModelConfig& c) {
+  double n = 0;
+  for (int l = 0; l < std::max(0, c.num_hidden_layers); ++l) {
+    const int nkv = std::size_t(l) < c.layer_num_key_value_heads.size() ? c.layer_num_key_value_heads[l] : c.num_key_value_heads;
+    n += 2.0 * std::max(0, nkv) * std::max(0, c.num_attention_heads > 0 ? c.hs() : 0);
+  }
+  return n;
+}
+/// Floats of one position's forward workspace in one pass (the lower bound estimate_train_memory uses).
+inline double forward_floats_per_position(const ModelConfig& c) {
+  return double(std::max(0, c.vocab_size)) + 4.0 * std::max(0, c.hidden_size) * std::max(0, c.num_hidden_layers);
+}
+
+/// \brief `fbt sample`: n sequences of `capacity` positions (prompt + new tokens), a prefill of
+/// `prompt` tokens in `passes` passes.
+inline CommandMemory sample_memory(const ModelConfig& c, int n, long long prompt, long long capacity, int passes) {
+  CommandMemory m;
+  m.params = detail::estimate_param_count(c) * sizeof(float);
+  m.kv_cache = double(n) * double(capacity) * kv_floats_per_position(c) * sizeof(float);
+  m.logits = 2.0 * n * std::max(0, c.vocab_size) * sizeof(float);
+  m.activations = double(std::max(passes, 1)) * double(prompt) * forward_floats_per_position(c) * sizeof(float);
+  return m;
+}
+/// \brief `fbt logits`: K passes over T tokens, their (K, T, V) logits kept and written.
+inline CommandMemory logits_memory(const ModelConfig& c, int K, long long T) {
+  CommandMemory m;
+  m.params = detail::estimate_param_count(c) * sizeof(float);
+  m.logits = double(K) * double(T) * std::max(0, c.vocab_size) * sizeof(float);
+  m.activations = double(K) * double(T) * forward_floats_per_position(c) * sizeof(float);
+  return m;
+}
+/// \brief `fbt eval`: 8 windows of seq_len at a time in K passes, a sequential decoder over one window, the data.
+inline CommandMemory eval_memory(const TrainConfig& c, const ModelConfig& mc, int K) {
+  CommandMemory m;
+  m.params = detail::estimate_param_count(mc) * sizeof(float);
+  m.kv_cache = double(c.seq_len) * kv_floats_per_position(mc) * sizeof(float);
+  m.activations = 8.0 * K * double(c.seq_len) * forward_floats_per_position(mc) * sizeof(float);
+  TrainConfig d = c;
+  d.model = mc, d.batch_size = 0;
+  m.data = estimate_train_memory(d).data;
+  return m;
+}
+
+/// \brief Refuses the command `cmd` (fbt::Error naming the estimate, its parts and the limit) when its
+/// estimate exceeds --max_memory_gb, else MemAvailable (check_memory); records the estimate for run_command's
+/// out-of-memory line.
+inline void check_command_memory(const char* cmd, const CommandMemory& m, double max_memory_gb, const std::string& hint) {
+  g_memory_estimate = detail::fmt_bytes(m.total()) + " (" + m.breakdown() + ")";
+  check_memory(std::string("fbt ") + cmd, m.total(), m.breakdown(), max_memory_gb, hint);
+}
+/// --max_memory_gb of sample, eval, logits: GB (1e9 bytes) the command may use, 0 = MemAvailable.
+inline double max_memory_option(Args& a) {
+  return real_option("max_memory_gb", take(a, "max_memory_gb", "0"), 0, false, HUGE_VAL, true, "GB; 0 = the available memory");
+}
+
 /// s cut at every `sep` (an empty s is one empty piece).
 inline std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -74,6 +153,31 @@ inline Communicator& mpi_world(const char* cmd) {
 }
 template <class Tr> void attach_distributed(Tr& t, const std::string& mode) {
   if (mode == "mpi") t.set_communicator(mpi_world("train"));
+}
+
+/// \brief The run directory of `fbt train`, checked, created and locked (prepare_out_dir, lock_run_dir)
+/// before the data and the model are set up; with --distributed mpi (the flag's, else `mode`) by rank 0
+/// alone (null elsewhere).
+inline std::shared_ptr<RunDirLock> lock_out_dir(const std::string& dir, const Args& flags, std::string mode) {
+  for (const auto& kv : flags)
+    if (kv.first == "distributed") mode = kv.second;
+  if (mode != "mpi") {
+    prepare_out_dir(dir);
+    return lock_run_dir(dir);
+  }
+  Communicator& comm = mpi_world("train");
+  std::shared_ptr<RunDirLock> lock;
+  std::string err;
+  if (comm.rank() == 0) {
+    try {
+      prepare_out_dir(dir);
+      lock = lock_run_dir(dir);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+  }
+  comm.agree(err.empty(), err);  // every rank stops, with rank 0's message, when rank 0 cannot hold the directory
+  return lock;
 }
 
 }  // namespace cli

@@ -26,7 +26,7 @@ template <class Fusers, class Blocks> int cmd_sample(Args a) {
     std::printf(
         "fbt sample --checkpoint CKPT (--prompt TEXT | --prompt_ids ID,ID,...) [--output text|ids] [--sep_id N]\n"
         "           [--mode standard|soft|fused(k)] [--max_new_tokens N] [--temperature X] [--top_k N] [--top_p X]\n"
-        "           [--seed N] [--n N] [--precision fp32|bf16]\n\n"
+        "           [--seed N] [--n N] [--precision fp32|bf16] [--max_memory_gb X]\n\n"
         "Generates with the KV-cache decoder (spec section 4). CKPT is an fbt checkpoint (directory or\n"
         "model.safetensors) or a Hugging Face directory (config.json + model.safetensors or shards).\n"
         "--prompt is text for byte-level models (vocabulary 257); --prompt_ids gives token ids for a model\n"
@@ -34,7 +34,8 @@ template <class Fusers, class Blocks> int cmd_sample(Args a) {
         "--sep_id: the document separator id (default 256 for a byte-level model, else -1 = none).\n"
         "temperature 0 is greedy. --precision bf16 runs the matrix products with bf16 operands and fp32 sums\n"
         "(default fp32). --n samples several continuations together (batched), each with its own seed\n"
-        "(seed, seed+1, ...).\n");
+        "(seed, seed+1, ...). The n sequences' K/V caches, logits and prefill are estimated before the weights are\n"
+        "read and refused above --max_memory_gb (default 0: the machine's available memory).\n");
     std::printf("--mode: a decoding policy this command knows: %s (fused takes (k); a policy of your own, NAME(ARG))\n",
                 PolicyRegistry::global().names().c_str());
     return 0;
@@ -54,6 +55,7 @@ template <class Fusers, class Blocks> int cmd_sample(Args a) {
   o.seed = int_option<std::uint64_t>("seed", take(a, "seed", "1"), 0, std::numeric_limits<std::uint64_t>::max());
   const int n = int_option<int>("n", take(a, "n", "1"), 1, 1024, "samples");
   precision_option(take(a, "precision", "fp32"));
+  const double max_memory_gb = max_memory_option(a);
   no_leftovers(a, "sample");
   o.sampling.validate();
   // text in or out needs the byte vocabulary (cli::checkpoint_config refuses another); ids work with any
@@ -83,6 +85,9 @@ template <class Fusers, class Blocks> int cmd_sample(Args a) {
   if (P + o.max_new_tokens > maxpos)
     throw Error("--max_new_tokens " + std::to_string(o.max_new_tokens) + ": the prompt takes " + std::to_string(P) + " of the model's " +
                 std::to_string(maxpos) + " positions (max_position_embeddings), so at most " + std::to_string(maxpos - P) + " new tokens fit");
+  // the n sequences' K/V caches, the logits and the prefill, said before the weights are loaded
+  check_command_memory("sample", sample_memory(mc, n, P, P + o.max_new_tokens, o.mode.prefill_passes()), max_memory_gb,
+                       "lower --n or --max_new_tokens");
   std::vector<std::vector<int>> outs;
   with_model<float, Fusers, Blocks>(mc, [&](auto tag) {
     using M = typename decltype(tag)::type;
@@ -147,7 +152,7 @@ template <class Fusers, class Blocks> int cmd_export(Args a) {
 template <class Fusers, class Blocks> int cmd_logits(Args a) {
   if (wants_help(a)) {
     std::printf(
-        "fbt logits --checkpoint CKPT (--text TEXT | --text_file FILE) [--passes K] [--precision fp32|bf16] --out FILE.npy\n\n"
+        "fbt logits --checkpoint CKPT (--text TEXT | --text_file FILE) [--passes K] [--precision fp32|bf16] [--max_memory_gb X] --out FILE.npy\n\n"
         "Encodes the text as one document (kSep + bytes, at most max_position_embeddings tokens), runs K passes of\n"
         "the training forward (no prefix mixing, no noise: pass k = fused(k-1) prefill at every position) and\n"
         "writes their logits as a float32 .npy of shape (K, T, V); also FILE.tokens.npy (int32, (T)). K defaults\n"
@@ -158,6 +163,7 @@ template <class Fusers, class Blocks> int cmd_logits(Args a) {
   const std::string passes = take(a, "passes", "");
   const int K_opt = passes.empty() ? 0 : int_option<int>("passes", passes, 1, kMaxPasses, "passes whose logits are written");
   precision_option(take(a, "precision", "fp32"));
+  const double max_memory_gb = max_memory_option(a);
   no_leftovers(a, "logits");
   if (ck.empty()) throw Error("fbt logits: --checkpoint is required");
   if (out.empty()) throw Error("fbt logits: --out FILE.npy is required");
@@ -168,6 +174,8 @@ template <class Fusers, class Blocks> int cmd_logits(Args a) {
   int K = 0, Tn = 0, V = 0;
   const ModelConfig mc = cli::checkpoint_config(ck);
   if (K_opt > 1 && !mc.feedback()) throw Error("--passes " + std::to_string(K_opt) + ": the checkpoint is a baseline (fuser none), which has 1 pass");
+  check_command_memory("logits", logits_memory(mc, K_opt > 0 ? K_opt : (mc.feedback() ? 3 : 1), std::min<long long>(tok.size(), mc.max_position_embeddings)),
+                       max_memory_gb, "lower --passes or the text's length");
   with_model<float, Fusers, Blocks>(mc, [&](auto tag) {
     using M = typename decltype(tag)::type;
     M m = load_checkpoint<M>(ck);

@@ -91,6 +91,21 @@ template <class Fusers, class Blocks> int cmd_ablate(Args a) {
                 same ? ("; " + std::to_string(same) + " run(s) the same as an earlier one, trained once").c_str() : "");
     return 0;
   }
+  {  // the jobs largest runs side by side, each as estimate_train_memory says, before any starts
+    std::vector<double> need;
+    for (const auto& r : runs)
+      if (r.same_as.empty()) need.push_back(estimate_train_memory(r.cfg).total());
+    std::sort(need.rbegin(), need.rend());
+    const std::size_t side = std::min<std::size_t>(need.size(), std::size_t(g.base.distributed == "mpi" ? 1 : std::max(g.jobs, 1)));
+    CommandMemory m;
+    for (std::size_t i = 0; i < side; ++i) m.activations += need[i];
+    g_memory_estimate = detail::fmt_bytes(m.total()) + " (the " + std::to_string(side) + " largest of " + std::to_string(need.size()) +
+                        " runs side by side: parameters, optimizer state, step activations and data)";
+    check_memory("fbt ablate", m.total(),
+                 "the " + std::to_string(side) + " largest of the grid's " + std::to_string(need.size()) + " runs at a time (--jobs " +
+                     std::to_string(g.jobs) + "), each its parameters, optimizer state, step activations and data",
+                 g.base.max_memory_gb, "lower --jobs or the runs' batch_size, seq_len or model size");
+  }
   g_progress_started = true;
   if (g.base.distributed == "mpi") {  // the runs one after another, each over all ranks
     if (g.jobs > 1)

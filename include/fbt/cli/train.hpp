@@ -75,7 +75,17 @@ template <class Fusers, class Blocks> int cmd_train(Args a) {
       if (std::find_if(std::begin(allowed), std::end(allowed), [&](const char* s) { return kv.first == s; }) == std::end(allowed))
         throw Error("fbt train --resume: --" + detail::excerpt(kv.first) +
                     " would change the run's math; only steps, cadence, output options and max_memory_gb may change");
-    with_model<float, Fusers, Blocks>(read_train_config(resume).model, [&](auto tag) {
+    const TrainConfig rec = read_train_config(resume);
+    std::string out_dir = rec.out_dir;
+    bool progress = rec.progress;
+    for (const auto& kv : a) {
+      if (kv.first == "out_dir") out_dir = kv.second;
+      if (kv.first == "progress") progress = detail::parse_bool("progress", kv.second);
+    }
+    const auto lock = lock_out_dir(out_dir, a, rec.distributed);
+    install_stop_handlers();
+    int rc = 0;
+    with_model<float, Fusers, Blocks>(rec.model, [&](auto tag) {
       using M = typename decltype(tag)::type;
       auto t = Trainer<M>::resume(resume, [&](TrainConfig& c) {
         const long before = c.steps;
@@ -86,23 +96,30 @@ template <class Fusers, class Blocks> int cmd_train(Args a) {
       });
       attach_distributed(*t, t->cfg.distributed);
       if (t->communicator().rank() == 0) std::fprintf(stderr, "resumed from %s at step %ld\n", resume.c_str(), t->step);
-      g_progress_started = true;
+      g_progress_started = progress;
       t->run(stderr);
+      rc = t->stopped_by ? 128 + t->stopped_by : 0;
     });
-    return 0;
+    return rc;
   }
   // the preset, the checkpoint's stack (--init_from), the config file, the flags; a baseline made single-pass
   TrainConfig c = make_train_config(config, a, [](const std::string& ck) { return cli::checkpoint_config_any_vocab(ck); });
   check_train_memory(c);  // before anything is allocated: a config far too large is refused with its estimate
+  g_memory_estimate = detail::fmt_bytes(estimate_train_memory(c).total()) + " (parameters, optimizer state, step activations and data)";
   validate(c);
+  // out_dir created and locked before the data and the model are set up: a bad one is one line, at once
+  const auto lock = lock_out_dir(c.out_dir, {}, c.distributed);
+  install_stop_handlers();  // SIGTERM, SIGINT: the step under way finishes, a checkpoint is written
   resolve_data_path(c);   // the run's record names its corpus by absolute path (eval works from anywhere)
+  int rc = 0;
   with_model<float, Fusers, Blocks>(c.model, [&](auto tag) {
     Trainer<typename decltype(tag)::type> t(c);
     attach_distributed(t, c.distributed);
-    g_progress_started = true;
+    g_progress_started = c.progress;
     t.run(stderr);
+    rc = t.stopped_by ? 128 + t.stopped_by : 0;
   });
-  return 0;
+  return rc;
 }
 
 // ------------------------------------------------------------------------------------------- eval
@@ -112,7 +129,7 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
         "fbt eval --checkpoint CKPT [--data task:NAME|FILE] [--task_difficulty N] [--task_length L] [--task_reveal Q] [--seq_len T] [--windows N]\n"
         "         [--seq_windows N] [--monitor K] [--passes K] [--doc_split blank_line|none] [--val_fraction X]\n"
         "         [--val_data FILE] [--doc_sep_id N] [--token_dtype auto|uint16|uint32|int32|int64]\n"
-        "         [--precision fp32|bf16] [--precision_check N]\n\n"
+        "         [--precision fp32|bf16] [--precision_check N] [--max_memory_gb X]\n\n"
         "The data options and --precision default to those the checkpoint's run was trained with (read from its\n"
         "train_state.safetensors); --windows 0 and --seq_windows -1 evaluate every validation window.\n"
         "--data FILE.bin or FILE.npy is a token file of the model's vocabulary (val_data, doc_sep_id and\n"
@@ -169,6 +186,7 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
   const Precision prec = precision_option(take(a, "precision", c.precision));
   const int check_windows = int_option<int>("precision_check", take(a, "precision_check", "0"), 0, 100000, "windows decoded in fp32 and bf16, 0 = off");
   if (check_windows > 0 && !bf16_available()) throw Error("--precision_check: " + bf16_unavailable_reason());
+  const double max_memory_gb = max_memory_option(a);
   no_leftovers(a, "eval");
   const ModelConfig mc = is_token_data(c) ? cli::checkpoint_config_any_vocab(ck) : cli::checkpoint_config(ck);
   c.model.vocab_size = mc.vocab_size;
@@ -177,6 +195,7 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
     throw Error("--seq_len " + std::to_string(c.seq_len) + ": exceeds the model's max_position_embeddings (" +
                 std::to_string(mc.max_position_embeddings) + ")");
   if (K_opt > 1 && !mc.feedback()) throw Error("--passes " + std::to_string(K_opt) + ": the checkpoint is a baseline (fuser none), which has 1 pass");
+  check_command_memory("eval", eval_memory(c, mc, K_opt > 0 ? K_opt : (mc.feedback() ? 3 : 1)), max_memory_gb, "lower --seq_len or --passes");
   with_model<float, Fusers, Blocks>(mc, [&](auto tag) {
     using M = typename decltype(tag)::type;
     M m = load_checkpoint<M>(ck);

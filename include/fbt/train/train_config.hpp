@@ -98,6 +98,11 @@ struct ConfigField {
   /// true: to_json writes the field only when it differs from its default (fields added after runs were
   /// recorded: an older record and a newer one of the same run compare equal).
   bool omit_default = false;
+  /// The JSON type a config file must give the field's value (apply_json with typed values): a number
+  /// (integer / real), true or false (boolean), an array of integers (int_list), a JSON object or its
+  /// text (object), a string (text). Flags are text and are read by `set` whatever the kind.
+  enum class Kind { text, integer, real, boolean, int_list, object };
+  Kind kind = Kind::text;
 };
 
 namespace detail {
@@ -271,18 +276,22 @@ inline const std::vector<ConfigField>& train_config_fields() {
     auto I = [&v](const char* n, const char* h, auto member) {  // int / long members of TrainConfig, ModelConfig or ScheduleConfig
       v.push_back({n, h, [=](TrainConfig& c, const std::string& s) { member(c) = detail::parse_integer<std::decay_t<decltype(member(c))>>(n, s); },
                    [=](const TrainConfig& c) { return std::to_string(member(const_cast<TrainConfig&>(c))); }});
+      v.back().kind = ConfigField::Kind::integer;
     };
     auto D = [&v](const char* n, const char* h, auto member) {
       v.push_back({n, h, [=](TrainConfig& c, const std::string& s) { member(c) = parse_double(n, s); },
                    [=](const TrainConfig& c) { return num(member(const_cast<TrainConfig&>(c))); }});
+      v.back().kind = ConfigField::Kind::real;
     };
     auto B = [&v](const char* n, const char* h, auto member) {
       v.push_back({n, h, [=](TrainConfig& c, const std::string& s) { member(c) = parse_bool(n, s); },
                    [=](const TrainConfig& c) { return std::string(member(const_cast<TrainConfig&>(c)) ? "true" : "false"); }});
+      v.back().kind = ConfigField::Kind::boolean;
     };
     auto L = [&v](const char* n, const char* h, auto member) {  // per-layer integer lists: "256,128,256" ("" = none)
       v.push_back({n, h, [=](TrainConfig& c, const std::string& s) { member(c) = detail::parse_int_list(n, s); },
                    [=](const TrainConfig& c) { return detail::format_int_list(member(const_cast<TrainConfig&>(c))); }});
+      v.back().kind = ConfigField::Kind::int_list;
     };
     auto S = [&v](const char* n, const char* h, auto member) {
       v.push_back({n, h, [=](TrainConfig& c, const std::string& s) { member(c) = s; },
@@ -335,12 +344,14 @@ inline const std::vector<ConfigField>& train_config_fields() {
                  [](TrainConfig& c, const std::string& s) { c.model.fuser_options = detail::parse_options_text("fuser_options", s); },
                  [](const TrainConfig& c) { return options_to_json(c.model.fuser_options).dump(); }});
     v.back().omit_default = true;
+    v.back().kind = ConfigField::Kind::object;
     S("block", "the block type: decoder | a block of your own (a command built with fbt::cli_main)", FBT_M(block));
     v.back().omit_default = true;
     v.push_back({"block_options", "the block's own options as a JSON object; one at a time: --block.NAME VALUE",
                  [](TrainConfig& c, const std::string& s) { c.model.block_options = detail::parse_options_text("block_options", s); },
                  [](const TrainConfig& c) { return options_to_json(c.model.block_options).dump(); }});
     v.back().omit_default = true;
+    v.back().kind = ConfigField::Kind::object;
     S("feedback_source", "post_final_norm | pre_final_norm | layer (then feedback_layer)", FBT_M(feedback_source));
     I("feedback_layer", "feedback_source layer: the block whose output is fed back (0-based; -1 otherwise)", FBT_M(feedback_layer));
     S("input_norm", "all | fused_only | feedback_passes (none on pass 1, every row of a fed-back pass: the paper's listing)", FBT_M(input_norm));
@@ -382,6 +393,7 @@ inline const std::vector<ConfigField>& train_config_fields() {
                  [](TrainConfig& c, const std::string& s) { c.optimizer_options = detail::parse_options_text("optimizer_options", s); },
                  [](const TrainConfig& c) { return options_to_json(c.optimizer_options).dump(); }});
     v.back().omit_default = true;
+    v.back().kind = ConfigField::Kind::object;
     D("matrix_lr", "muon/normuon: peak learning rate of the matrices (same schedule shape as lr)", FBT_T(matrix_lr));
     D("matrix_weight_decay", "muon/normuon: decoupled weight decay of the matrices (times their scheduled lr)", FBT_T(matrix_weight_decay));
     D("muon_momentum", "muon/normuon: momentum of the matrices", FBT_T(muon_momentum));
@@ -541,9 +553,36 @@ inline nlohmann::json to_json(const TrainConfig& c) {
   return j;
 }
 
-/// \brief Reads a config object: {"field": value, ...} (values may be strings, numbers or booleans).
-inline void apply_json(TrainConfig& c, const nlohmann::json& j, const std::string& where) {
+namespace detail {
+/// \brief Refuses (fbt::Error "<where>: field <key> must be ..., got <type> <value>") a JSON value of a config
+/// file whose type is not its field's (ConfigField::kind): a number for an integer or real field, true or
+/// false for a boolean, an array (or its text) for a per-layer list, a string for a text field, an object (or its text)
+/// for a piece's options. A key that is not a field of the table (fuser.NAME, ...) is not checked here.
+inline void check_config_value_type(const std::string& key, const nlohmann::json& v, const std::string& where) {
+  using K = ConfigField::Kind;
+  for (const auto& f : train_config_fields()) {
+    if (f.name != key) continue;
+    const char* want = nullptr;
+    if ((f.kind == K::integer || f.kind == K::real) && !v.is_number()) want = "a number";
+    if (f.kind == K::boolean && !v.is_boolean()) want = "true or false";
+    if (f.kind == K::int_list && !v.is_array() && !v.is_string()) want = "an array of integers (or their text, \"256,128\")";
+    if (f.kind == K::text && !v.is_string()) want = "a string";
+    if (f.kind == K::object && !v.is_object() && !v.is_string()) want = "a JSON object";
+    if (want)
+      throw Error(where + ": field " + excerpt(key) + " must be " + want + ", got " + v.type_name() + " " + json_brief(v));
+    return;
+  }
+}
+}  // namespace detail
+
+/// \brief Reads a config object: {"field": value, ...}. With `typed` (a file a person wrote: a config file,
+/// a grid's base) each value must have its field's JSON type (detail::check_config_value_type: {"steps": "2"}
+/// is refused); without it (the library's own records, which hold every value as text) strings are read
+/// as the flags are.
+inline void apply_json(TrainConfig& c, const nlohmann::json& j, const std::string& where, bool typed = false) {
   if (!j.is_object()) throw Error(where + ": a config file must hold one JSON object");
+  if (typed)
+    for (auto it = j.begin(); it != j.end(); ++it) detail::check_config_value_type(it.key(), it.value(), where);
   if (j.contains("preset")) {  // first: the other fields change the preset's
     if (!j["preset"].is_string()) throw Error(where + ": field preset must be a string, got " + std::string(j["preset"].type_name()));
     try {
@@ -693,7 +732,7 @@ inline nlohmann::json read_json_file(const std::string& path, const std::string&
 }
 
 inline TrainConfig load_train_config_file(const std::string& path, TrainConfig base = {}) {
-  apply_json(base, read_json_file(path, "config file"), "config file '" + path + "'");
+  apply_json(base, read_json_file(path, "config file"), "config file '" + path + "'", true);
   return base;
 }
 
@@ -727,17 +766,20 @@ TrainConfig make_train_config(const std::string& config_file, const Range& flags
   for (const auto& kv : flags)
     if (kv.first == "preset") preset = kv.second;
   if (preset.empty() && file.is_object() && file.contains("preset")) {
-    if (!file["preset"].is_string()) throw Error(where + ": field preset must be a string");
+    if (!file["preset"].is_string()) throw Error(where + ": field preset must be a string, got " + std::string(file["preset"].type_name()));
     preset = file["preset"].get<std::string>();
   }
   if (!preset.empty()) apply_preset(c, preset);
   if (file.is_object()) file.erase("preset");
   std::string init_from;
-  if (file.is_object() && file.contains("init_from") && file["init_from"].is_string()) init_from = file["init_from"].get<std::string>();
+  if (file.is_object() && file.contains("init_from")) {
+    detail::check_config_value_type("init_from", file["init_from"], where);
+    init_from = file["init_from"].get<std::string>();
+  }
   for (const auto& kv : flags)
     if (kv.first == "init_from") init_from = kv.second;
   if (!init_from.empty() && read_config) init_from_stack(c.model, read_config(init_from));
-  if (!config_file.empty()) apply_json(c, file, where);
+  if (!config_file.empty()) apply_json(c, file, where, true);
   for (const auto& kv : flags)
     if (kv.first != "preset") set_config_field(c, kv.first, kv.second);
   make_baseline_single_pass(c);

@@ -36,6 +36,7 @@
 #include "evaluate.hpp"
 #include "lr_schedule.hpp"
 #include "memory.hpp"
+#include "run_dir.hpp"
 #include "train_config.hpp"
 #include "../dist/distributed_step.hpp"
 
@@ -441,9 +442,12 @@ template <class M> class Trainer {
 
   /// \brief Writes dir/model.safetensors and dir/train_state.safetensors as one unit: both go to dir.tmp,
   /// then dir.tmp replaces dir (the previous checkpoint is kept as dir.old until the new one is in place).
+  /// The temporary directory is dir.tmp.<pid>, this process's own; one of a process that no longer
+  /// exists (a killed run) is removed, as is dir.tmp of older versions.
   void save_checkpoint(const std::string& dir) const {
     namespace fs = std::filesystem;
-    const std::string tmp = dir + ".tmp", old = dir + ".old";
+    const std::string tmp = dir + ".tmp." + std::to_string(::getpid()), old = dir + ".old";
+    remove_stale_checkpoint_temps(dir);
     fs::remove_all(tmp);
     fs::create_directories(tmp);
     auto meta = model_metadata(model.cfg);  // the model file: weights + config (+ the step, to pair it with the state)
@@ -558,10 +562,12 @@ template <class M> class Trainer {
 
   /// \brief Trains until cfg.steps, evaluating, logging and checkpointing on the way. `out` gets the
   /// progress line and evaluation summaries.
+  ///
+  /// out_dir is created and locked for the run (lock_run_dir: a second process on the same out_dir is
+  /// refused naming the holder). When stop_signal() is set (install_stop_handlers: SIGTERM, SIGINT), the
+  /// step under way is finished, a checkpoint written, stopped_by set to the signal and run() returns:
+  /// resume() continues from there bit-identically.
   void run(std::FILE* out = stderr) {
-    if (step == 0 && std::filesystem::exists(cfg.out_dir + "/checkpoint"))
-      throw Error("out_dir '" + cfg.out_dir + "' already holds a run (checkpoint/): resume it with --resume " + cfg.out_dir +
-                  "/checkpoint, or choose another out_dir");
     // data-parallel: rank 0 alone prints, logs, evaluates and writes checkpoints (set_communicator)
     const bool lead = comm_->rank() == 0;
     if (!lead) out = nullptr;
@@ -569,7 +575,11 @@ template <class M> class Trainer {
     std::string setup_error;
     if (lead) {
       try {
-        std::filesystem::create_directories(cfg.out_dir);
+        prepare_out_dir(cfg.out_dir);
+        run_lock_ = lock_run_dir(cfg.out_dir);  // held from here: the check below cannot race another run's start
+        if (step == 0 && std::filesystem::exists(cfg.out_dir + "/checkpoint"))
+          throw Error("out_dir '" + cfg.out_dir + "' already holds a run (checkpoint/): resume it with --resume " + cfg.out_dir +
+                      "/checkpoint, or choose another out_dir");
         log.open(cfg.out_dir + "/train.jsonl", std::ios::app), elog.open(cfg.out_dir + "/eval.jsonl", std::ios::app);
         if (!log || !elog) setup_error = "cannot write logs in '" + cfg.out_dir + "'";
       } catch (const std::exception& e) {
@@ -630,7 +640,11 @@ template <class M> class Trainer {
           std::fprintf(out, "\n");
         }
       }
-      if ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || last) {
+      // a stop signal (SIGTERM, SIGINT): this step is done; a checkpoint of it, then return. Every rank
+      // stops at the same step (the signal may reach the ranks at different times).
+      double stop = double(stop_signal().load());
+      if (comm_->size() > 1) comm_->allreduce_sum(&stop, 1);
+      if ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || last || stop != 0) {
         std::string err;
         if (lead) {
           try {
@@ -642,6 +656,13 @@ template <class M> class Trainer {
         comm_->agree(err.empty(), err);  // every rank stops when rank 0 cannot write the checkpoint
       }
       if (lead) log.flush();
+      if (stop != 0) stopped_by = stop_signal().load() != 0 ? stop_signal().load() : SIGTERM;
+      if (stop != 0 && !last) {
+        if (out)
+          std::fprintf(out, "%sfbt train: %s: stopped after step %ld of %ld; checkpoint in %s/checkpoint (continue with --resume %s/checkpoint)\n",
+                       cfg.progress ? "\n" : "", signal_name(stopped_by).c_str(), step, cfg.steps, cfg.out_dir.c_str(), cfg.out_dir.c_str());
+        return;
+      }
     }
     if (out && n_steps > 0 && step_s > 0)
       std::fprintf(out, "  optimizer %s: %.1f%% of the step time (%.3g ms of %.3g ms per step)\n", cfg.optimizer.c_str(), 100.0 * opt_s / step_s,
@@ -655,6 +676,32 @@ template <class M> class Trainer {
   }
 
   Decoder<M>& decoder() { return dec_; }
+
+  /// The stop signal that ended run() early (stop_signal(): SIGTERM, SIGINT) after a checkpoint; 0 when
+  /// run() trained to cfg.steps.
+  int stopped_by = 0;
+
+  /// \brief Removes the temporary directories dir.tmp.<pid> of processes that no longer exist (a save
+  /// killed half-way) and dir.tmp (the name older versions used). Another live process's is left alone.
+  static void remove_stale_checkpoint_temps(const std::string& dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path d(dir);
+    const fs::path parent = d.has_parent_path() ? d.parent_path() : fs::path(".");
+    const std::string prefix = d.filename().string() + ".tmp.";
+    fs::remove_all(dir + ".tmp", ec);
+    for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.rfind(prefix, 0) != 0) continue;
+      const std::string id = name.substr(prefix.size());
+      if (id.empty() || id.size() > 10 || id.find_first_not_of("0123456789") != std::string::npos) continue;
+      const long pid = std::stol(id);
+      if (pid == long(::getpid())) continue;
+      if (::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+      std::error_code ec2;
+      fs::remove_all(it->path(), ec2);
+    }
+  }
 
  private:
   /// The config a trainer runs: its memory estimate checked before anything is allocated (so a config
@@ -696,6 +743,7 @@ template <class M> class Trainer {
   LocalComm local_comm_;
   Communicator* comm_ = &local_comm_;
   std::unique_ptr<DistributedStepper<M>> dist_;
+  std::shared_ptr<RunDirLock> run_lock_;  // out_dir's lock, from run() on
   std::string init_note_;  // what init_from loaded (printed by run)  // with more than one rank (set_communicator)
   Workspace<M> ws_, eval_ws_;
   StepStats st_;
