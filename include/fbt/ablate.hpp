@@ -58,6 +58,10 @@ struct AblationGrid {
   int evals = 10;           ///< evaluations (and checkpoints) per run, evenly spaced; eval_every = ceil(steps / evals)
   int task_examples = 100;  ///< reasoning tasks: greedy examples per decoding mode (and per requested level with trace_tag) at the end of a run (0 = none)
   std::vector<int> task_lengths{1, 2, 4};  ///< ... at these multiples of the training problem length (difficulty x m)
+  /// ... in these decoding modes (registered policies, decode/policy.hpp; a program's own join by name).
+  /// Empty: standard, and soft, fused(1), fused(2) for a full-bandwidth model. A mode that feeds back is
+  /// skipped on a baseline.
+  std::vector<std::string> task_modes;
   int decode_timing = 1;    ///< 1: measure decode ms/token (standard, and soft for a full-bandwidth model)
   std::string out_dir = "runs/ablate";
   int jobs = 1;             ///< runs trained at the same time (each with its own `threads`)
@@ -164,6 +168,13 @@ inline AblationGrid load_ablation_grid(const std::string& path, AblationGrid g =
       if (!v.is_array() || v.empty()) throw Error(where + ": task_lengths must be a non-empty list of integers");
       g.task_lengths.clear();
       for (const auto& x : v) g.task_lengths.push_back(int(integer(x, "task_lengths", 1, detail::kMaxLengthMult)));
+    } else if (k == "task_modes") {
+      if (!v.is_array() || v.empty()) throw Error(where + ": task_modes must be a non-empty list of decoding modes");
+      g.task_modes.clear();
+      for (const auto& x : v) {
+        if (!x.is_string()) throw Error(where + ": task_modes must be strings (decoding modes), got " + std::string(x.type_name()));
+        g.task_modes.push_back(x.get<std::string>());
+      }
     } else if (k == "decode_timing") {
       g.decode_timing = int(integer(v, k, 0, 1));
     } else if (k == "jobs") {
@@ -174,7 +185,7 @@ inline AblationGrid load_ablation_grid(const std::string& path, AblationGrid g =
     } else if (k == "comment") {
       // free text for the reader of the file
     } else {
-      throw Error(where + ": unknown key \"" + detail::excerpt(k) + "\" (known: base, runs, vary, seeds, tokens, evals, task_examples, task_lengths, decode_timing, jobs, out_dir, comment)");
+      throw Error(where + ": unknown key \"" + detail::excerpt(k) + "\" (known: base, runs, vary, seeds, tokens, evals, task_examples, task_lengths, task_modes, decode_timing, jobs, out_dir, comment)");
     }
   }
   return g;
@@ -191,6 +202,13 @@ std::vector<AblationRun> expand_grid(const AblationGrid& g) {
     throw Error("ablate: task_examples must be in [0, " + std::to_string(kMaxTaskExamples) + "] (got " + std::to_string(g.task_examples) + ")");
   if (g.decode_timing != 0 && g.decode_timing != 1) throw Error("ablate: decode_timing must be 0 or 1 (got " + std::to_string(g.decode_timing) + ")");
   if (!(g.tokens >= 0 && g.tokens <= kMaxTokens)) throw Error("ablate: tokens must be in [0, 1e15] (got " + detail::num(g.tokens) + ")");
+  for (const auto& md : g.task_modes) {
+    try {
+      (void)DecodeModeSpec::parse(md);  // a mode this program knows, refused before any run starts
+    } catch (const Error& e) {
+      throw Error(std::string("ablate: task_modes: ") + e.what());
+    }
+  }
   for (int m : g.task_lengths)
     if (m < 1 || m > detail::kMaxLengthMult)
       throw Error("ablate: task_lengths must be in [1, " + std::to_string(detail::kMaxLengthMult) + "] (got " + std::to_string(m) + ")");
@@ -461,8 +479,14 @@ nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run, std::
       const bool fb = M::has_feedback;
       if (run.cfg.data.rfind("task:", 0) == 0 && !is_state_task_data(run.cfg) && g.task_examples > 0) {  // reasoning tasks: greedy answers
         const TaskConfig task = task_config(run.cfg);
-        std::vector<std::string> modes{"standard"};
-        if (fb) modes.insert(modes.end(), {"soft", "fused(1)", "fused(2)"});
+        std::vector<std::string> modes;
+        if (g.task_modes.empty()) {
+          modes = {"standard"};
+          if (fb) modes.insert(modes.end(), {"soft", "fused(1)", "fused(2)"});
+        } else {
+          for (const auto& md : g.task_modes)
+            if (fb || !DecodeModeSpec::parse(md).feeds_back()) modes.push_back(md);
+        }
         for (int m : g.task_lengths) {  // key "mode@mx": accuracy and median trace at m times the training length
           // trace_tag: task_examples problems at every requested level (the same problems), reported per level too
           const auto ex = task.trace_tag ? eval_examples_at_levels(task, g.task_examples, 20261202, m) : eval_examples(task, g.task_examples, 20261202, m);

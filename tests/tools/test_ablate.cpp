@@ -119,6 +119,24 @@ TEST_F(AblateFiles, ARunTrainedOnceIsReportedUnderEveryName) {
   EXPECT_NE(rows[2].find(a), std::string::npos);  // the same_as column
 }
 
+// The decoding modes of the task evaluation are the grid's to choose (any registered policy, a program's
+// own too); a mode this program does not know is refused before any run starts.
+TEST_F(AblateFiles, TaskModesAreTheGridsToChoose) {
+  AblationGrid g = tiny_grid(path("modes"));
+  g.task_lengths = {1};
+  g.task_modes = {"sfot"};
+  EXPECT_FBT_ERROR(expand_grid(g), "task_modes", "unknown decoding mode \"sfot\"");
+  g.task_modes = {"standard", "fused(3)"};
+  g.vary = {{"fuser", {"none", "glu"}}};
+  ASSERT_EQ(run_grid(g, nullptr), 0);
+  const nlohmann::json glu = read_json(path("modes/fuser=glu+seed=1/result.json")), none = read_json(path("modes/fuser=none+seed=1/result.json"));
+  EXPECT_TRUE(glu["tasks"].contains("fused(3)@1x"));
+  EXPECT_TRUE(glu["tasks"].contains("standard@1x"));
+  EXPECT_FALSE(glu["tasks"].contains("soft@1x"));
+  EXPECT_FALSE(none["tasks"].contains("fused(3)@1x")) << "a mode that feeds back is skipped on a baseline";
+  EXPECT_TRUE(none["tasks"].contains("standard@1x"));
+}
+
 TEST(AblateGrid, RefusesBadInputNamingTheRunAndField) {
   AblationGrid g = tiny_grid("out");
   g.vary = {{"fuser", {"glu", "bogus"}}};

@@ -24,11 +24,11 @@ template <class Fusers, class Blocks> int cmd_ablate(Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt ablate [--grid FILE.json] [--vary FIELD=v1|v2|...] [--seeds 1,2,3] [--tokens N] [--evals N]\n"
-        "           [--task_examples N] [--task_lengths 1,2,4] [--decode_timing 0|1] [--jobs N] [--out_dir DIR] [--dry_run true] [--FIELD VALUE ...]\n\n"
+        "           [--task_examples N] [--task_lengths 1,2,4] [--task_modes standard,soft,...] [--decode_timing 0|1] [--jobs N] [--out_dir DIR] [--dry_run true] [--FIELD VALUE ...]\n\n"
         "Trains every run of a grid: runs x vary x seeds (see fbt/ablate.hpp and docs/EXPERIMENTS.md).\n"
         "The grid file is one JSON object: {\"base\": {field: value}, \"runs\": [{field: value}, ...],\n"
         "\"vary\": {field: [values]}, \"seeds\": [1, 2], \"tokens\": 1e6, \"evals\": 10, \"task_examples\": 100,\n"
-        "\"task_lengths\": [1, 2, 4], \"decode_timing\": 1, \"jobs\": 2, \"out_dir\": \"runs/x\"}. Flags add to it: --vary (repeatable; values split on |),\n"
+        "\"task_lengths\": [1, 2, 4], \"task_modes\": [\"standard\", \"soft\"], \"decode_timing\": 1, \"jobs\": 2, \"out_dir\": \"runs/x\"}. Flags add to it: --vary (repeatable; values split on |),\n"
         "--seeds, --tokens (token budget per run: steps = tokens / (batch_size x seq_len x grad_accum)), and any\n"
         "training field of fbt train --help as --FIELD VALUE (sets the base). A run's fields may also include\n"
         "tokens. Baselines (fuser none) train single-pass.\n\n"
@@ -54,6 +54,8 @@ template <class Fusers, class Blocks> int cmd_ablate(Args a) {
   if (!tokens.empty()) g.tokens = detail::parse_tokens(tokens, "--tokens");
   if (!evals.empty()) g.evals = int_option<int>("evals", evals, 1, std::numeric_limits<int>::max(), "evaluations per run");
   if (!tex.empty()) g.task_examples = int_option<int>("task_examples", tex, 0, kMaxTaskExamples, "greedy examples per decoding mode");
+  const std::string tm = take(a, "task_modes", "");
+  if (!tm.empty()) g.task_modes = split(tm, ',');
   const std::string tl = take(a, "task_lengths", "");
   if (!tl.empty()) {
     g.task_lengths.clear();
