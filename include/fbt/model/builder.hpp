@@ -170,10 +170,4 @@ template <class... X> struct NamedTypes<TypeList<X...>> {
   static std::vector<std::string> names() { return {std::string(X::name)...}; }
 };
 
-/// \brief fn(TypeTag<F>{}) for the built-in fuser named `name` (none, glu, gated_add, concat); an unknown
-/// name is refused with the list.
-template <class T, class Fn> decltype(auto) visit_builtin_fuser(const std::string& name, Fn&& fn) {
-  return NamedTypes<BuiltinFusers<T>>::visit(name, "fuser", std::forward<Fn>(fn));
-}
-
 }  // namespace fbt
