@@ -491,13 +491,20 @@ nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run, std::
           // trace_tag: task_examples problems at every requested level (the same problems), reported per level too
           const auto ex = task.trace_tag ? eval_examples_at_levels(task, g.task_examples, 20261202, m) : eval_examples(task, g.task_examples, 20261202, m);
           const int max_bytes = max_solution_bytes(task, m) + 8;
+          std::vector<TaskEvalResult> rs;  // for the paired tests below
           for (const auto& md : modes) {
-            const TaskEvalResult r = evaluate_task(dec, task, ex, DecodeModeSpec::parse(md), max_bytes);
+            rs.push_back(evaluate_task(dec, task, ex, DecodeModeSpec::parse(md), max_bytes));
+            const TaskEvalResult& r = rs.back();
             nlohmann::json tj = {{"mode", md}, {"length_mult", m}, {"accuracy", r.accuracy}, {"median_trace", r.median_trace}, {"completed", r.completed}, {"examples", r.examples}};
             for (const TaskLevelResult& l : r.levels)
               tj["levels"][l.level] = {{"accuracy", l.accuracy}, {"median_trace", l.median_trace}, {"completed", l.completed}, {"examples", l.examples}};
             res["tasks"][md + "@" + std::to_string(m) + "x"] = tj;
           }
+          std::vector<std::pair<std::string, const TaskEvalResult*>> runs;  // McNemar's exact test of every two modes
+          for (const auto& r : rs) runs.push_back({r.mode, &r});
+          for (const ModePairTest& pt : mode_pair_tests(runs))
+            res["paired"][std::to_string(m) + "x"].push_back({{"a", pt.a}, {"b", pt.b}, {"n", pt.test.n}, {"b_only", pt.test.b}, {"c_only", pt.test.c},
+                                                              {"p_value", pt.test.p_value}});
         }
       }
       if (g.decode_timing) {

@@ -1,6 +1,7 @@
 // fbt/cli/demo.hpp: `fbt demo`, a full-bandwidth model (glu) against baselines on the same tokens.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -27,7 +28,9 @@ struct DemoModel {
   long steps = 0;
   double tokens = 0, compute_tokens = 0;
   EvalReport eval;
+  std::vector<std::vector<double>> window_loss;  ///< (passes, windows) each validation window's loss: the paired t-intervals' pairs
   std::vector<TaskEvalResult> tasks;
+  std::map<int, std::vector<TaskEvalResult>> tasks_at;  ///< --eval_lengths: the same modes at m x the training length (m > 1)
   std::map<std::string, double> ms_per_token;
   std::string error;
 };
@@ -36,7 +39,8 @@ inline int cmd_demo(Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt demo [--task running_sum|permutation|brackets|addition|state_tracking|multihop] [--task_difficulty N]\n"
-        "         [--preset paper|v1] [--steps N] [--baseline_2x true|false] [--trace_tag true|false] [--examples N] [--out_dir DIR]\n\n"
+        "         [--preset paper|v1] [--steps N] [--baseline_2x true|false] [--trace_tag true|false] [--examples N]\n"
+        "         [--eval_lengths 1,2,4] [--out_dir DIR]\n\n"
         "Trains a full-bandwidth model (glu fuser) and a baseline (fuser none) of the same size on the same tokens\n"
         "under one preset (default paper: the paper's recipe, docs/training.md section 2), and a second baseline\n"
         "on twice the tokens, two at a time (one per core), then prints side by side the validation loss per\n"
@@ -47,7 +51,11 @@ inline int cmd_demo(Args a) {
         "A reasoning task (addition, ...) trains today's default model (D 128, 4 layers) 600 steps and adds task\n"
         "accuracy and median trace length per mode (greedy); its 2x baseline is off by default (--baseline_2x\n"
         "true to add it). --trace_tag true asks each prompt for a level and reports accuracy and trace length per\n"
-        "requested level. Logs and checkpoints go to OUT_DIR/<model>, the table also to OUT_DIR/demo.json.\n");
+        "requested level. Every two modes (and models) evaluated on the same problems get McNemar's exact test, and\n"
+        "every two validation losses a paired 95%% t-interval over the same windows. --eval_lengths also evaluates\n"
+        "the task at those multiples of the training difficulty (length generalisation; RoPE positions up to the\n"
+        "model's max_position_embeddings, a longer length is refused). Logs and checkpoints go to OUT_DIR/<model>,\n"
+        "the table also to OUT_DIR/demo.json.\n");
     return 0;
   }
   TrainConfig base;
@@ -62,6 +70,13 @@ inline int cmd_demo(Args a) {
   const bool double_baseline = detail::parse_bool("baseline_2x", take(a, "baseline_2x", state ? "true" : "false"));
   const int n_examples = int_option<int>("examples", take(a, "examples", "100"), 0, 1000000, "task examples per decoding mode");
   const std::string out_dir = take(a, "out_dir", "runs/demo");
+  std::vector<int> lengths;  // --eval_lengths: multiples of the training difficulty beyond 1x
+  for (const auto& x : split(take(a, "eval_lengths", "1"), ',')) {
+    const int m = int_option<int>("eval_lengths", x, 1, detail::kMaxLengthMult, "a list like 1,2,4");
+    if (m > 1 && std::find(lengths.begin(), lengths.end(), m) == lengths.end()) lengths.push_back(m);
+  }
+  if (state && !lengths.empty())
+    throw Error("--eval_lengths: " + task_name + " is a running-state task, evaluated by its losses; lengths apply to the reasoning tasks' answers");
   no_leftovers(a, "demo");
   base.batch_size = 16, base.seq_len = 128;
   base.warmup_steps = std::min(base.warmup_steps, base.steps / 6);  // the paper's 200 warmup steps are for long runs
@@ -95,15 +110,28 @@ inline int cmd_demo(Args a) {
   const auto examples = state ? std::vector<Example>{}
                         : base.trace_tag ? eval_examples_at_levels(task, n_examples, 20261202) : eval_examples(task, n_examples, 20261202);
   const int max_bytes = state ? 0 : max_solution_bytes(task) + 8;
+  std::map<int, std::vector<Example>> examples_at;  // the same seed at every length: different problems, one per example
+  if (!state)
+    for (int m : lengths) check_eval_length(task, m, cf.model.max_position_embeddings);  // before any training (1x: evaluate_task's own check)
+  for (int m : lengths) examples_at[m] = base.trace_tag ? eval_examples_at_levels(task, n_examples, 20261202, m) : eval_examples(task, n_examples, 20261202, m);
   const auto t0 = std::chrono::steady_clock::now();
   auto work = [&](DemoModel& d, auto& trainer, std::vector<std::string> modes) {
     try {
       trainer.progress_counter = &d.progress;
       trainer.run(nullptr);
       d.eval = trainer.evaluate();
+      {  // the same windows' losses one by one, for the paired t-intervals
+        using TM = std::decay_t<decltype(trainer.model)>;
+        Workspace<TM> ws;
+        const int K = TM::has_feedback ? std::max(trainer.cfg.schedule.K_max, 1) : 1;
+        evaluate_passes(trainer.model, ws, *trainer.data, trainer.cfg.seq_len, K, trainer.cfg.eval_windows, 8, nullptr, &d.window_loss);
+      }
       auto& dec = trainer.decoder();
       if (!state)
         for (const auto& md : modes) d.tasks.push_back(evaluate_task(dec, task, examples, DecodeModeSpec::parse(md), max_bytes));
+      for (int m : lengths)
+        for (const auto& md : modes)
+          d.tasks_at[m].push_back(evaluate_task(dec, task, examples_at[m], DecodeModeSpec::parse(md), max_solution_bytes(task, m) + 8));
       d.ms_per_token["standard"] = decode_ms_per_token(dec, DecodeModeSpec{}, 32, 96);
       if (trainer.model.feedback()) d.ms_per_token["soft"] = decode_ms_per_token(dec, DecodeModeSpec::parse("soft"), 32, 96);
     } catch (const std::exception& e) {
@@ -228,11 +256,75 @@ inline int cmd_demo(Args a) {
     std::printf("  (the baselines: %s and %s on the validation windows, %s and %s token by token)\n", cell(b1).c_str(), cell(b2).c_str(),
                 cell(s1).c_str(), cell(s2).c_str());
   }
+  // paired tests: every comparison of two modes (or two models) on the same problems and windows
+  nlohmann::json paired{{"mcnemar", nlohmann::json::array()}, {"loss", nlohmann::json::array()}};
+  if (!state) {
+    std::vector<std::pair<std::string, const TaskEvalResult*>> runs;
+    for (int i = 0; i < n_models; ++i)
+      for (const auto& t : models[i].tasks) runs.push_back({models[i].name + " " + t.mode, &t});
+    std::printf("\npaired tests on the same %d problems (McNemar's exact test, two-sided; b = right only under the first):\n", int(examples.size()));
+    for (const ModePairTest& t : mode_pair_tests(runs)) {
+      std::printf("  %s\n", format_pair_test(t).c_str());
+      paired["mcnemar"].push_back({{"a", t.a}, {"b", t.b}, {"n", t.test.n}, {"both", t.test.both}, {"neither", t.test.neither},
+                                   {"b_only", t.test.b}, {"c_only", t.test.c}, {"p_value", t.test.p_value}});
+    }
+  }
+  for (int m : lengths) {  // length generalisation: the same modes at m x the training difficulty
+    std::printf("\nat %dx the training length (%s difficulty %d, %d examples, at most %d bytes each; positions up to %d of max_position_embeddings %d):\n", m,
+                task.name.c_str(), task.difficulty * m, int(examples_at[m].size()), max_solution_bytes(task, m) + 8, task_positions_needed(task, m),
+                cf.model.max_position_embeddings);
+    auto find_at = [m](const DemoModel& d, const std::string& md) -> const TaskEvalResult* {
+      auto it = d.tasks_at.find(m);
+      if (it == d.tasks_at.end()) return nullptr;
+      for (const auto& t : it->second)
+        if (t.mode == md) return &t;
+      return nullptr;
+    };
+    row("", head);
+    for (const char* md : {"standard", "soft", "fused(1)", "fused(2)"}) {
+      bool any = false;
+      for (int i = 0; i < n_models; ++i) any = any || find_at(models[i], md);
+      if (!any) continue;
+      row(std::string("accuracy, ") + md, per_model([&](const DemoModel& d) { auto r = find_at(d, md); return r ? cell(r->accuracy, "%.3f") : "-"; }));
+      row(std::string("median trace bytes, ") + md,
+          per_model([&](const DemoModel& d) { auto r = find_at(d, md); return r ? cell(r->median_trace, "%.1f") : "-"; }));
+    }
+    std::vector<std::pair<std::string, const TaskEvalResult*>> runs;
+    for (int i = 0; i < n_models; ++i)
+      if (models[i].tasks_at.count(m))
+        for (const auto& t : models[i].tasks_at.at(m)) runs.push_back({models[i].name + " " + t.mode, &t});
+    std::printf("paired tests at %dx (McNemar's exact test):\n", m);
+    for (const ModePairTest& t : mode_pair_tests(runs)) {
+      std::printf("  %s\n", format_pair_test(t).c_str());
+      paired["mcnemar_at"][std::to_string(m) + "x"].push_back({{"a", t.a}, {"b", t.b}, {"n", t.test.n}, {"both", t.test.both}, {"neither", t.test.neither},
+                                                             {"b_only", t.test.b}, {"c_only", t.test.c}, {"p_value", t.test.p_value}});
+    }
+  }
+  {
+    const char* pass_name[3] = {"standard (pass 1)", "fused(1) (pass 2)", "fused(2) (pass 3)"};
+    auto interval = [&](int ma, int pa, int mb, int pb) {
+      const auto &wa = models[ma].window_loss, &wb = models[mb].window_loss;
+      if (pa >= int(wa.size()) || pb >= int(wb.size())) return;
+      std::vector<double> x, y;  // the windows where both have a loss
+      for (std::size_t i = 0; i < std::min(wa[pa].size(), wb[pb].size()); ++i)
+        if (!std::isnan(wa[pa][i]) && !std::isnan(wb[pb][i])) x.push_back(wa[pa][i]), y.push_back(wb[pb][i]);
+      const PairedInterval r = paired_t_interval(x, y);
+      const std::string a = models[ma].name + " " + pass_name[pa], b = models[mb].name + " " + pass_name[pb];
+      std::printf("  %s - %s: %s [%s, %s] over %d windows\n", a.c_str(), b.c_str(), cell(r.mean).c_str(), cell(r.lo).c_str(), cell(r.hi).c_str(), r.n);
+      paired["loss"].push_back({{"a", a}, {"b", b}, {"windows", r.n}, {"mean_difference", r.mean}, {"ci95", {r.lo, r.hi}}});
+    };
+    std::printf("\nvalidation loss differences on the same windows (mean, paired 95%% t-interval; < 0: the first is lower):\n");
+    for (int k = 1; k < int(f.window_loss.size()); ++k) interval(0, k, 0, 0);
+    for (int i = 1; i < n_models; ++i)
+      for (int k = 0; k < int(f.window_loss.size()); ++k) interval(0, k, i, 0);
+    if (double_baseline) interval(2, 0, 1, 0);
+  }
   if (!state) std::printf("\n%d task examples (greedy, at most %d bytes each);", int(examples.size()), max_bytes);
   std::printf("%straining tokens %.3gM (the 2x baseline %.3gM); token-equivalent compute of the full-bandwidth model %.3gM.\n"
               "The decode timings ran while another model was still working, so they are indicative only.\n",
               state ? "\n" : " ", f.tokens / 1e6, double_baseline ? models[2].tokens / 1e6 : 0.0, f.compute_tokens / 1e6);
   nlohmann::json j;
+  j["eval_lengths"] = lengths, j["max_position_embeddings"] = cf.model.max_position_embeddings;
   j["preset"] = preset, j["data"] = base.data, j["task_difficulty"] = base.task_difficulty, j["steps"] = base.steps;
   for (int i = 0; i < n_models; ++i) {
     const DemoModel& d = models[i];
@@ -242,6 +334,9 @@ inline int cmd_demo(Args a) {
     if (!std::isnan(d.eval.seq_loss_soft)) m["seq_loss_soft"] = d.eval.seq_loss_soft;
     if (!std::isnan(d.eval.optimal_loss)) m["optimal_loss"] = d.eval.optimal_loss;
     if (!std::isnan(d.eval.seq_optimal_loss)) m["seq_optimal_loss"] = d.eval.seq_optimal_loss;
+    for (const auto& [len, rs] : d.tasks_at)
+      for (const auto& t : rs)
+        m["tasks_at"][std::to_string(len) + "x"][t.mode] = {{"accuracy", t.accuracy}, {"median_trace", t.median_trace}, {"completed", t.completed}};
     for (const auto& t : d.tasks) {
       m["tasks"][t.mode] = {{"accuracy", t.accuracy}, {"median_trace", t.median_trace}, {"completed", t.completed}};
       for (const auto& l : t.levels)
@@ -249,6 +344,7 @@ inline int cmd_demo(Args a) {
     }
     j[d.name] = m;
   }
+  j["paired"] = paired;
   std::filesystem::create_directories(out_dir);
   std::ofstream(out_dir + "/demo.json") << j.dump(2) << "\n";
   std::printf("table saved to %s/demo.json\n", out_dir.c_str());

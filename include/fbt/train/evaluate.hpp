@@ -85,10 +85,12 @@ inline int sequential_eval_windows(const DataSource& data, int Tn, int windows) 
 /// \brief Mean validation loss of each of K passes over the first `max_windows` validation windows
 /// (all when <= 0), evaluated B windows at a time. Returns (K) losses. Pass k is the fed-back chain of
 /// multipass_step without prefix mixing or noise: fused(k-1) prefill at every position. With
-/// `by_position`, also fills (K) PositionSums of each pass's losses (P = loss_positions(Tn)).
+/// `by_position`, also fills (K) PositionSums of each pass's losses (P = loss_positions(Tn)). With
+/// `window_loss`, also fills (K, windows) each window's mean loss per pass (NaN for a window without a
+/// target): the pairs a paired t-interval (stats.hpp) compares between passes or models on the same windows.
 template <class M>
 std::vector<double> evaluate_passes(M& m, Workspace<M>& w, const DataSource& data, int Tn, int K, int max_windows, int B = 8,
-                                    std::vector<PositionSums>* by_position = nullptr) {
+                                    std::vector<PositionSums>* by_position = nullptr, std::vector<std::vector<double>>* window_loss = nullptr) {
   using T = typename M::Scalar;
   FBT_ASSERT(K >= 1 && (K == 1 || M::has_feedback), "evaluate: K = " + std::to_string(K) + " (a baseline has 1 pass)");
   const int nw = detail::parallel_eval_windows(data, Tn, max_windows);
@@ -99,6 +101,7 @@ std::vector<double> evaluate_passes(M& m, Workspace<M>& w, const DataSource& dat
     by_position->assign(std::size_t(K), PositionSums{});
     for (auto& p : *by_position) p.reset(loss_positions(Tn));
   }
+  if (window_loss) window_loss->assign(std::size_t(K), std::vector<double>(std::size_t(nw), std::numeric_limits<double>::quiet_NaN()));
   std::vector<int> tok, tgt, rt, rg, pos;
   std::vector<std::uint8_t> ds, rd;
   CpuBackend<T> be;
@@ -122,6 +125,14 @@ std::vector<double> evaluate_passes(M& m, Workspace<M>& w, const DataSource& dat
       if (by_position)
         for (std::size_t n = 0; n < tgt.size(); ++n)
           if (tgt[n] >= 0) (*by_position)[std::size_t(j)].add(pos[n], double(w.losses[n]));
+      if (window_loss)
+        for (int i = 0; i < nb; ++i) {  // row i of the batch is window w0 + i
+          double ws = 0;
+          long wc = 0;
+          for (std::size_t n = std::size_t(i) * Tn; n < std::size_t(i + 1) * Tn; ++n)
+            if (tgt[n] >= 0) ws += double(w.losses[n]), ++wc;
+          if (wc > 0) (*window_loss)[std::size_t(j)][std::size_t(w0 + i)] = ws / double(wc);
+        }
     });
   }
   for (auto& s : sum) s /= double(count);
