@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../decode/precision_check.hpp"
+#include "../train/task_eval.hpp"
 #include "common.hpp"
 
 namespace fbt {
@@ -129,7 +130,8 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
         "fbt eval --checkpoint CKPT [--data task:NAME|FILE] [--task_difficulty N] [--task_length L] [--task_reveal Q] [--seq_len T] [--windows N]\n"
         "         [--seq_windows N] [--monitor K] [--passes K] [--doc_split blank_line|none] [--val_fraction X]\n"
         "         [--val_data FILE] [--doc_sep_id N] [--token_dtype auto|uint16|uint32|int32|int64]\n"
-        "         [--precision fp32|bf16] [--precision_check N] [--max_memory_gb X]\n\n"
+        "         [--precision fp32|bf16] [--precision_check N] [--max_memory_gb X]\n"
+        "         [--task addition|state_tracking|multihop --task_examples N [--eval_lengths 1,2,4] [--trace_tag true|false]]\n\n"
         "The data options and --precision default to those the checkpoint's run was trained with (read from its\n"
         "train_state.safetensors); --windows 0 and --seq_windows -1 evaluate every validation window.\n"
         "--data FILE.bin or FILE.npy is a token file of the model's vocabulary (val_data, doc_sep_id and\n"
@@ -140,7 +142,11 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
         "(the running-state tasks). CKPT is a checkpoint directory or a model.safetensors file.\n"
         "--precision_check N decodes N validation windows token by token in fp32 and in bf16 and prints how often\n"
         "the greedy token is the same (teacher-forced: fed the window's tokens; free-running: 64 new tokens after a\n"
-        "16-token prompt), in standard and (with feedback) soft mode: decode/precision_check.hpp.\n");
+        "16-token prompt), in standard and (with feedback) soft mode: decode/precision_check.hpp.\n"
+        "--task_examples N also decodes N problems of a reasoning task (the run's own, or --task; e.g. after fine-tuning\n"
+        "on .jsonl data) greedily in standard mode and, with feedback, soft, fused(1) and fused(2), at each of\n"
+        "--eval_lengths times the difficulty, and prints accuracy, median trace bytes and McNemar's exact test of\n"
+        "every two modes on the same problems.\n");
     return 0;
   }
   const std::string ck = take(a, "checkpoint", "");
@@ -187,8 +193,23 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
   const int check_windows = int_option<int>("precision_check", take(a, "precision_check", "0"), 0, 100000, "windows decoded in fp32 and bf16, 0 = off");
   if (check_windows > 0 && !bf16_available()) throw Error("--precision_check: " + bf16_unavailable_reason());
   const double max_memory_gb = max_memory_option(a);
+  const int task_examples = int_option<int>("task_examples", take(a, "task_examples", "0"), 0, 1000000, "greedy problems per mode, 0 = none");
+  std::string task_name = take(a, "task", c.data.rfind("task:", 0) == 0 ? c.data.substr(5) : "");
+  const bool task_tag = detail::parse_bool("trace_tag", take(a, "trace_tag", c.trace_tag ? "true" : "false"));
+  std::vector<int> task_lengths;
+  for (const auto& x : split(take(a, "eval_lengths", "1"), ','))
+    task_lengths.push_back(int_option<int>("eval_lengths", x, 1, detail::kMaxLengthMult, "a list like 1,2,4"));
   no_leftovers(a, "eval");
-  const ModelConfig mc = is_token_data(c) ? cli::checkpoint_config_any_vocab(ck) : cli::checkpoint_config(ck);
+  TaskConfig task_cfg;
+  if (task_examples > 0) {
+    const auto known = builtin_task_names();
+    if (task_name.empty() || is_state_task(task_name) || std::find(known.begin(), known.end(), task_name) == known.end())
+      throw Error("--task_examples: needs a reasoning task (--task addition|state_tracking|multihop), got " + detail::quote_value(task_name));
+    task_cfg = TaskConfig{task_name, c.task_difficulty, c.p_full, c.p_compressed, c.p_answer};
+    task_cfg.trace_tag = task_tag;
+    task_cfg.validate();
+  }
+  const ModelConfig mc = is_token_data(c) || is_sft_data(c) ? cli::checkpoint_config_any_vocab(ck) : cli::checkpoint_config(ck);
   c.model.vocab_size = mc.vocab_size;
   validate_data(c);
   if (c.seq_len > mc.max_position_embeddings)
@@ -237,6 +258,24 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
         std::printf("  bf16 vs fp32 greedy tokens (%s, %zu windows): teacher-forced %ld of %ld the same (%.2f%%); free-running %ld of %ld (%.2f%%), "
                     "%ld of %zu continuations identical\n",
                     mode, wins.size(), g.same, g.positions, 100 * g.rate(), g.generated_same, g.generated, 100 * g.free_rate(), never, wins.size());
+      }
+    }
+    if (task_examples > 0) {  // greedy answers per mode and length, paired tests on the same problems
+      std::vector<std::string> modes{"standard"};
+      if (M::has_feedback) modes.insert(modes.end(), {"soft", "fused(1)", "fused(2)"});
+      for (int mult : task_lengths) {
+        check_eval_length(task_cfg, mult, m.cfg.max_position_embeddings);
+        const auto ex = task_cfg.trace_tag ? eval_examples_at_levels(task_cfg, task_examples, 20261202, mult) : eval_examples(task_cfg, task_examples, 20261202, mult);
+        std::printf("  task %s, difficulty %d x %d, %zu problems (seed 20261202), greedy:\n", task_cfg.name.c_str(), task_cfg.difficulty, mult, ex.size());
+        std::vector<TaskEvalResult> rs;
+        for (const auto& md : modes) {
+          Decoder<M> tdec(m, kSep);
+          rs.push_back(evaluate_task(tdec, task_cfg, ex, DecodeModeSpec::parse(md), max_solution_bytes(task_cfg, mult) + 8));
+          std::printf("    %-9s accuracy %.3f, median trace %.1f bytes, completed %.3f\n", md.c_str(), rs.back().accuracy, rs.back().median_trace, rs.back().completed);
+        }
+        std::vector<std::pair<std::string, const TaskEvalResult*>> runs;
+        for (const auto& r : rs) runs.push_back({r.mode, &r});
+        for (const ModePairTest& t : mode_pair_tests(runs)) std::printf("    %s\n", format_pair_test(t).c_str());
       }
     }
     if (M::has_feedback && monitor > 0) {

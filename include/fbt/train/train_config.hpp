@@ -492,6 +492,10 @@ inline StateTaskConfig state_task_config(const TrainConfig& c) {
 inline bool is_state_task_data(const TrainConfig& c) { return c.data.rfind("task:", 0) == 0 && is_state_task(c.data.substr(5)); }
 /// Whether a config's data is a token file (a path ending in .bin or .npy: io/token_file.hpp).
 inline bool is_token_data(const TrainConfig& c) { return c.data.rfind("task:", 0) != 0 && is_token_file_path(c.data); }
+/// Whether a path names prompt/response data for fine-tuning (a file ending in .jsonl: io/sft_jsonl.hpp).
+inline bool is_sft_path(const std::string& p) { return p.size() > 6 && p.compare(p.size() - 6, 6, ".jsonl") == 0; }
+/// Whether a config's data is prompt/response data (SFT: data/sft_dataset.hpp; the loss counts responses only).
+inline bool is_sft_data(const TrainConfig& c) { return c.data.rfind("task:", 0) != 0 && is_sft_path(c.data); }
 
 /// \brief The data fields of a config (data, task_difficulty, p_*, trace_tag, task_length, task_reveal,
 /// doc_split, val_fraction): what `fbt eval` checks of a checkpoint's data settings. Throws fbt::Error
@@ -539,6 +543,12 @@ inline void validate_data(const TrainConfig& c) {
     if (c.val_data.empty() && !(c.val_fraction > 0)) fail("val_fraction", "is 0 and val_data is empty: token data needs a validation file or a share of its tokens");
     if (!c.val_data.empty() && !is_token_file_path(c.val_data))
       fail("val_data", detail::quote_value(c.val_data) + " is not a token file (expected a path ending in .bin or .npy)");
+  } else if (is_sft_data(c)) {
+    if (c.doc_sep_id < -1 || c.doc_sep_id >= c.model.vocab_size)
+      fail("doc_sep_id", std::to_string(c.doc_sep_id) + " is outside the vocabulary [0, " + std::to_string(c.model.vocab_size) + ") (-1 = none)");
+    if (c.val_data.empty() && !(c.val_fraction > 0)) fail("val_fraction", "is 0 and val_data is empty: sft data needs a validation file or a share of its examples");
+    if (!c.val_data.empty() && !is_sft_path(c.val_data))
+      fail("val_data", detail::quote_value(c.val_data) + " is not sft data (expected a path ending in .jsonl, as data)");
   } else {
     if (!c.val_data.empty()) fail("val_data", "is set, but data " + detail::quote_value(c.data) + " is not a token file (.bin, .npy): only token data takes a validation file");
     if (c.doc_sep_id != -1) fail("doc_sep_id", "is set, but data " + detail::quote_value(c.data) + " is not a token file (.bin, .npy): bytes use their own separator");
@@ -634,7 +644,7 @@ inline void validate(const TrainConfig& c) {
   const double inf = std::numeric_limits<double>::infinity();
   // the model: its own rules, and every real finite (a non-finite one is written to JSON as null)
   c.model.validate();
-  if (c.model.vocab_size != ByteTokenizer::kVocabSize && !is_token_data(c))
+  if (c.model.vocab_size != ByteTokenizer::kVocabSize && !is_token_data(c) && !is_sft_data(c))
     fail("vocab_size", "is " + std::to_string(c.model.vocab_size) + ", but data " + detail::quote_value(c.data) +
                            " is read as bytes: the byte tokenizer needs " + std::to_string(ByteTokenizer::kVocabSize) +
                            " (token files, .bin or .npy, take the vocabulary of their tokenizer)");

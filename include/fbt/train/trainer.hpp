@@ -26,6 +26,7 @@
 #include <sstream>
 
 #include "../data/dataset.hpp"
+#include "../data/sft_dataset.hpp"
 #include "../data/token_dataset.hpp"
 #include "../data/tasks.hpp"
 #include "../io/checkpoint.hpp"
@@ -44,10 +45,15 @@ namespace fbt {
 
 /// The data source a config names: "task:<name>" (built-in, generated on the fly: a reasoning task of
 /// tasks.hpp or a running-state task of state_tasks.hpp), a token file (.bin or .npy: token_dataset.hpp, ids
-/// of the model's vocabulary) or a text file (bytes).
+/// of the model's vocabulary), prompt/response data (.jsonl: sft_dataset.hpp) or a text file (bytes).
 inline std::unique_ptr<DataSource> make_data_source(const TrainConfig& c) {
   if (is_state_task_data(c)) return std::make_unique<StateTaskDataset>(state_task_config(c));
   if (c.data.rfind("task:", 0) == 0) return std::make_unique<TaskDataset>(task_config(c));
+  if (is_sft_data(c)) {  // prompt/response examples: the loss counts response tokens only
+    SftDatasetOptions o;
+    o.vocab_size = c.model.vocab_size, o.doc_sep = c.doc_sep_id, o.val_path = c.val_data, o.val_fraction = c.val_fraction;
+    return std::make_unique<SftDataset>(SftDataset::open(c.data, o));
+  }
   if (is_token_data(c)) {
     TokenDatasetOptions o;
     o.dtype = c.token_dtype, o.doc_sep = c.doc_sep_id, o.vocab_size = c.model.vocab_size, o.val_path = c.val_data;
