@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "fbt/train/stats.hpp"
+#include "fbt/train/evaluate.hpp"
 #include "fbt/train/task_eval.hpp"
+#include "../common/tiny_model.hpp"
 
 namespace test_train_stats {
 
@@ -106,6 +108,32 @@ TEST(Stats, EvalLengthsBeyondThePositionTableAreRefused) {
     EXPECT_NE(m.find("eval length 4x: state_tracking at difficulty 5 x 4 needs up to 595 positions"), std::string::npos) << m;
     EXPECT_NE(m.find("max_position_embeddings 594"), std::string::npos) << m;
   }
+}
+
+// The per-window losses a paired t-interval compares: one per (pass, window), and (every window of a task
+// holds T targets) their mean is the pass's mean loss.
+TEST(Stats, EvaluatePassesGivesEachWindowsLoss) {
+  ModelConfig mc = fbt_test::tiny_config();
+  mc.vocab_size = 257;
+  Model<float> m(mc, 1);
+  TaskConfig task;
+  task.name = "addition", task.difficulty = 2;
+  const TaskDataset data(task);
+  Workspace<Model<float>> w;
+  std::vector<std::vector<double>> wl;
+  const int T = 32, K = 2, nw = 5;
+  const std::vector<double> vl = evaluate_passes(m, w, data, T, K, nw, 2, nullptr, &wl);  // batches of 2: the last holds 1
+  ASSERT_EQ(wl.size(), std::size_t(K));
+  for (int k = 0; k < K; ++k) {
+    ASSERT_EQ(wl[std::size_t(k)].size(), std::size_t(nw));
+    double mean = 0;
+    for (double l : wl[std::size_t(k)]) {
+      EXPECT_TRUE(std::isfinite(l));
+      mean += l / nw;
+    }
+    EXPECT_NEAR(mean, vl[std::size_t(k)], 1e-6 * vl[std::size_t(k)]) << "pass " << k + 1;
+  }
+  EXPECT_NE(wl[0][0], wl[0][1]) << "different windows, different losses";
 }
 
 }  // namespace test_train_stats
