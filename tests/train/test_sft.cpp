@@ -9,6 +9,7 @@
 // identically (the JSONL is reopened through the config, the data Rng continues).
 #include <gtest/gtest.h>
 
+#include <fbt/io/hf.hpp>
 #include <fbt/train/trainer.hpp>
 
 #include <cmath>
@@ -18,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/hf_fixture.hpp"
 #include "common/io_test.hpp"
 #include "common/tiny_model.hpp"
 
@@ -214,6 +216,39 @@ TEST_F(Sft, ResumesBitIdentically) {
   ASSERT_EQ(resumed->model.params.size(), straight.model.params.size());
   EXPECT_EQ(std::memcmp(resumed->model.params.values(), straight.model.params.values(), straight.model.params.size() * sizeof(float)), 0)
       << "8 steps vs 4 + save + resume + 4 on sft data";
+}
+
+// Token-id SFT from a Hugging Face directory (init_from): the vocabulary comes from the checkpoint, the
+// weights are loaded, the ids are checked against it, and the run trains at K = 3.
+TEST_F(Sft, StartsFromAHuggingFaceModelOnTokenIds) {
+  constexpr int V = 50;
+  ModelConfig pc;
+  pc.vocab_size = V, pc.hidden_size = 32, pc.num_hidden_layers = 2, pc.num_attention_heads = 2, pc.num_key_value_heads = 1;
+  pc.intermediate_size = 64, pc.max_position_embeddings = 64, pc.fuser = "none", pc.tie_word_embeddings = true;
+  Model<float, NoFuser<float>> base(pc, 7);
+  write_hf_fixture(path("hf"), base);
+  Rng rng(3);
+  std::string text;
+  for (int i = 0; i < 40; ++i) {
+    text += "{\"prompt\": [";
+    for (int j = 0; j < 5; ++j) text += (j ? ", " : "") + std::to_string(1 + rng.below(V - 1));
+    text += "], \"response\": [7, 8, 9]}\n";
+  }
+  write_file(path("ids.jsonl"), text);
+  Flags f = {{"preset", "paper"}, {"init_from", path("hf")}, {"fuser", "glu"}, {"data", path("ids.jsonl")}, {"doc_sep_id", "0"},
+             {"seq_len", "32"},   {"batch_size", "4"},       {"steps", "3"},   {"warmup_steps", "1"},      {"eval_every", "0"},
+             {"eval_windows", "2"}, {"seq_eval_windows", "1"}, {"monitor_passes", "0"}, {"progress", "false"}, {"out_dir", path("run")},
+             {"feedback_start", "0"}, {"pass_mix", "3:1"},     {"K_max", "3"}};
+  const TrainConfig c = make_train_config("", f, [](const std::string& ck) { return read_checkpoint_config(ck); });
+  EXPECT_EQ(c.model.vocab_size, V) << "the vocabulary comes from the checkpoint";
+  validate(c);
+  Trainer<Glu> t(c);
+  EXPECT_TRUE(contains(t.data->describe(), "token ids, vocabulary 50, separator 0")) << t.data->describe();
+  EXPECT_EQ(std::memcmp(t.model.params.value("model.embed_tokens.weight"), base.params.value("model.embed_tokens.weight"), std::size_t(V) * 32 * sizeof(float)), 0);
+  EXPECT_EQ(t.train_step().K, 3);
+  // an id the checkpoint's vocabulary does not have is refused, naming the file and the line
+  write_file(path("ids.jsonl"), text + "{\"prompt\": [1], \"response\": [50]}\n");
+  EXPECT_TRUE(contains(error_of([&] { Trainer<Glu>{c}; }), "line 41: \"response\"[0] = 50 is outside the vocabulary [0, 50)"));
 }
 
 }  // namespace test_train_sft

@@ -95,6 +95,7 @@ inline int cmd_demo(Args a) {
   for (TrainConfig* c : {&cb, &c2}) make_baseline_single_pass(*c);
   validate(cf), validate(cb);  // before the demo removes anything (names the bad option's field, e.g. task_difficulty)
   if (double_baseline) validate(c2);
+  for (int m : lengths) check_eval_length(task_config(base), m, cf.model.max_position_embeddings);  // before anything is removed or trained
   // the demo owns its run directories: a new demo replaces the last one's
   for (const TrainConfig* c : {&cf, &cb, &c2}) std::filesystem::remove_all(c->out_dir);
   Trainer<Model<float, GluFuser<float>>> trainer_f(cf);
@@ -111,8 +112,6 @@ inline int cmd_demo(Args a) {
                         : base.trace_tag ? eval_examples_at_levels(task, n_examples, 20261202) : eval_examples(task, n_examples, 20261202);
   const int max_bytes = state ? 0 : max_solution_bytes(task) + 8;
   std::map<int, std::vector<Example>> examples_at;  // the same seed at every length: different problems, one per example
-  if (!state)
-    for (int m : lengths) check_eval_length(task, m, cf.model.max_position_embeddings);  // before any training (1x: evaluate_task's own check)
   for (int m : lengths) examples_at[m] = base.trace_tag ? eval_examples_at_levels(task, n_examples, 20261202, m) : eval_examples(task, n_examples, 20261202, m);
   const auto t0 = std::chrono::steady_clock::now();
   auto work = [&](DemoModel& d, auto& trainer, std::vector<std::string> modes) {
