@@ -16,6 +16,7 @@
 
 #include "../core/options.hpp"
 #include "attention.hpp"
+#include "contract.hpp"
 #include "mlp.hpp"
 
 namespace fbt {
@@ -107,6 +108,7 @@ template <class Attn, class Mlp> struct PreNormBlock {
   /// With grad, the norm outputs (and the MLP's product) are temporaries that backward recomputes;
   /// without, everything but what a prefill commits is.
   template <class Be> void alloc(const Be& be, Carver<T>& keep, Carver<T>& temp, Cache& c, int B, int Tn, bool grad) const {
+    static_assert(check_attention<Attn, Be>() && check_mlp<Mlp, Be>());  // the part contract (layers/contract.hpp)
     const std::size_t N = std::size_t(B) * Tn;
     Carver<T>& a = grad ? keep : temp;
     c.ln1 = temp.take(N * D), c.ln2 = temp.take(N * D);
@@ -118,6 +120,7 @@ template <class Attn, class Mlp> struct PreNormBlock {
     mlp.alloc(be, keep, temp, c.mlp, B, Tn, grad);
   }
   template <class Be> void alloc_decode(const Be& be, Carver<T>& a, DecodeCache& c, int R) const {
+    static_assert(check_attention<Attn, Be>() && check_mlp<Mlp, Be>());
     c.ln = a.take(std::size_t(R) * D), c.rstd = a.take(R);
     c.br = sandwich ? a.take(std::size_t(R) * D) : nullptr;
     attn.alloc_decode(be, a, c.attn, R);
