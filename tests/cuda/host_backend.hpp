@@ -288,6 +288,44 @@ struct HostBackend {
       if (dz) dz[i] += dy[i] * a[i] * sg * (1.f - sg);
     }
   }
+  void mul(float* y, const float* a, const float* b, std::size_t n) {
+    ++launches;
+    for (std::size_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+  }
+  void mul_add(float* y, const float* a, const float* b, std::size_t n) {
+    ++launches;
+    for (std::size_t i = 0; i < n; ++i) y[i] += a[i] * b[i];
+  }
+  void mul_backward(float* da, float* db, const float* dy, const float* a, const float* b, std::size_t n) {
+    ++launches;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (da) da[i] += dy[i] * b[i];
+      if (db) db[i] += dy[i] * a[i];
+    }
+  }
+  void scale_groups(float* y, const float* x, const float* s, int R, int G, int C) {
+    ++launches;
+    for (std::size_t i = 0; i < std::size_t(R) * G * C; ++i) y[i] = x[i] * s[i / C];
+  }
+  void scale_groups_backward(float* dx, float* ds, const float* dy, const float* x, const float* s, int R, int G, int C) {
+    ++launches;
+    for (std::size_t rg = 0; rg < std::size_t(R) * G; ++rg) {  // one CUDA thread per (row, group)
+      float acc = 0.f;
+      for (std::size_t i = rg * C; i < (rg + 1) * C; ++i) {
+        if (dx) dx[i] += dy[i] * s[rg];
+        acc += dy[i] * x[i];
+      }
+      if (ds) ds[rg] += acc;
+    }
+  }
+  void sigmoid(float* y, const float* z, std::size_t n) {
+    ++launches;
+    for (std::size_t i = 0; i < n; ++i) y[i] = sigm(z[i]);
+  }
+  void sigmoid_backward(float* dz, const float* dy, const float* y, std::size_t n) {
+    ++launches;
+    for (std::size_t i = 0; i < n; ++i) dz[i] += dy[i] * y[i] * (1.f - y[i]);
+  }
   void axpby(float* y, float a, const float* x, float b, std::size_t n) {
     ++launches;
     for (std::size_t i = 0; i < n; ++i) y[i] = b == 0.f ? a * x[i] : a * x[i] + b * y[i];
