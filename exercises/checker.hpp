@@ -3,8 +3,9 @@
 //
 // Every checker draws its sizes and data from one seed per run, printed on its first line
 //     seed 123456789 (this draw again: check_<name>_student --seed 123456789)
-// so that a solution cannot fit one fixed case; `--seed N` reproduces a run exactly. (ctest and
-// scripts/grade.sh pass a fixed seed, so their results do not change from run to run.)
+// so that a solution cannot fit one fixed case; `--seed N` reproduces a run exactly. ctest passes a fixed
+// seed (FBT_COURSE_TEST_SEED), so its results do not change from run to run; scripts/grade.sh passes one seed
+// to all the checkers of a grading run and records it in its JSON.
 //
 // Every check prints one line, "  PASS  what  detail" or "  FAIL  what  detail". Some checks carry points
 // (the rubric in docs/course/teaching.md); the checker's last line before its verdict is
