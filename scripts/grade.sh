@@ -47,7 +47,7 @@ while [[ $# -gt 0 ]]; do
     --handin) handin="$2"; shift 2 ;;
     --student) student="$2"; shift 2 ;;
     --seed) seed="$2"; shift 2 ;;
-    -h|--help) sed -n '2,23p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "grade.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
