@@ -4,6 +4,8 @@
 //   q = x Wq^T, k = x Wk^T, v = x Wv^T            (N, NH*hs), (N, NKV*hs), (N, NKV*hs)
 //   q, k <- RMSNorm per head (QK-norm, one gain shared by all heads), then RoPE (rotate-half)
 //   o = attention(q, k, v)  (GQA, causal, document-masked)     (N, NH*hs)
+//       sliding window W (Hugging Face Qwen3's sliding_attention layers): query t sees keys t-W < j <= t
+//       only (PassShape::first_for); decoding keeps the last W positions as a ring (decode/decoder.hpp)
 //   y += o Wo^T                                                (N, D)    (accumulated into the residual)
 // Parameters (under the scope the block gives, e.g. model.layers.{i}.self_attn.): {q,k,v,o}_proj.weight,
 // {q,k}_norm.weight. The RoPE table (max_positions, hs/2) is a constant shared by every layer of the same
@@ -33,6 +35,7 @@ struct AttentionSpec {
   int max_positions = 4096;     ///< rows of the RoPE table: the longest sequence
   double init_std = 0.02;       ///< q, k, v projections
   double out_std = 0.02;        ///< o_proj (depth-scaled by the model: std / sqrt(2L))
+  int sliding_window = 0;       ///< W: each query sees its last W positions (itself included); 0 = every earlier one
 };
 
 template <class T> struct CausalSelfAttention {
@@ -127,7 +130,7 @@ template <class T> struct CausalSelfAttention {
     const RopeView<T> rv = rope_view(w);
     be.rope_forward(c.qr, c.qr, s.pos, rv, N, NH);  // in place
     be.rope_forward(c.kr, c.kr, s.pos, rv, N, NKV);
-    be.attention_forward(c.ao, c.att, c.qr, c.kr, c.v, s.first, s.B, s.T, NH, NKV, hs);
+    be.attention_forward(c.ao, c.att, c.qr, c.kr, c.v, s.first_for(spec.sliding_window), s.B, s.T, NH, NKV, hs);
     linear(be, y, c.ao, w.value + wo, N, D, QD, QD, true);
   }
 
@@ -137,7 +140,7 @@ template <class T> struct CausalSelfAttention {
     const std::size_t NQ = std::size_t(N) * QD, NK = std::size_t(N) * KD;
     be.zero(c.dao, NQ), be.zero(c.dqr, NQ), be.zero(c.dkr, NK), be.zero(c.dv, NK);
     linear_backward(be, c.dao, w.grad + wo, dy, c.ao, w.value + wo, N, D, QD, QD);
-    be.attention_backward(c.dqr, c.dkr, c.dv, c.datt, c.dao, c.ao, c.att, c.qr, c.kr, c.v, s.first, s.B, s.T, NH, NKV, hs);
+    be.attention_backward(c.dqr, c.dkr, c.dv, c.datt, c.dao, c.ao, c.att, c.qr, c.kr, c.v, s.first_for(spec.sliding_window), s.B, s.T, NH, NKV, hs);
     // RoPE backward into dqn/dkn; with QK-norm they then go through the per-head norm into dq/dk
     T* dq = c.dqn;
     T* dk = c.dkn;
@@ -170,7 +173,7 @@ template <class T> struct CausalSelfAttention {
     const RopeView<T> rv = rope_view(w);
     be.rope_forward(c.q, c.q, st.pos, rv, R, NH);
     be.rope_forward(c.k, c.k, st.pos, rv, R, NKV);
-    be.kv_append(st.kc, st.vc, c.k, c.v, st.pos, R, KD);
+    be.kv_append(st.kc, st.vc, c.k, c.v, st.slot ? st.slot : st.pos, R, KD);  // a sliding layer's ring: slot pos % W
     be.attention_decode(c.ao, c.q, st.kc, st.vc, st.len1, st.max_len1, R, NH, NKV, hs);
     linear(be, y, c.ao, w.value + wo, R, D, QD, QD, true);
   }
