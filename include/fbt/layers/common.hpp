@@ -54,7 +54,7 @@ template <class T> struct DecodeStep {
   const int* pos = nullptr;   ///< (R) position of the new token in its sequence (RoPE, and where its K/V go), backend memory
   const int* len1 = nullptr;  ///< (R) cached positions including the new one, backend memory
   int max_len1 = 0;           ///< max of len1 (host)
-  T* const* kc = nullptr;     ///< (R) this layer's key cache of each sequence, (capacity, KD) each, backend memory
+  T* const* kc = nullptr;     ///< (R) this layer's key cache of each sequence, (rows, KD) each (rows: capacity, or W on a sliding layer), backend memory
   T* const* vc = nullptr;     ///< (R) likewise for the values
   const int* slot = nullptr;  ///< (R) the cache row the new K/V go to, backend memory: a sliding layer's ring slot pos % W
                               ///< (its len1 then counts the live rows, min(len, W)); null: pos
