@@ -101,6 +101,7 @@ inline std::string describe(const fbt::ModelConfig& c) {
   if (c.feedback_source == "layer") os << "(" << c.feedback_layer << ")";
   os << " in_norm=" << c.input_norm << " qk=" << c.qk_norm << " tied=" << c.tie_word_embeddings << " z=" << c.z_loss
      << " docs_attn=" << c.doc_attention;
+  if (c.sliding_window > 0) os << " window=" << c.sliding_window << " sliding=" << c.layer_window(0) << "," << c.layer_window(c.num_hidden_layers - 1);
   return os.str();
 }
 inline std::string describe(const fbt::ModelConfig& c, const StepCase& s) {
@@ -356,6 +357,14 @@ inline fbt::ModelConfig hetero_config(const std::string& fuser) {
   return c;
 }
 
+/// A tiny mixed stack with sliding-window layers (Hugging Face layer_types): sliding, full, sliding with W 3,
+/// so that decoding runs the sliding layers' ring caches far past the window.
+inline fbt::ModelConfig window_config(const std::string& fuser) {
+  fbt::ModelConfig c = tiny_config(fuser);
+  c.num_hidden_layers = 3, c.sliding_window = 3, c.layer_types = {"sliding_attention", "full_attention", "sliding_attention"};
+  return c;
+}
+
 /// The configurations the step is checked on: every fuser, and the knobs that change the chain.
 inline std::vector<std::pair<fbt::ModelConfig, StepCase>> step_cases(bool big) {
   std::vector<std::pair<fbt::ModelConfig, StepCase>> out;
@@ -424,6 +433,11 @@ inline std::vector<std::pair<fbt::ModelConfig, StepCase>> step_cases(bool big) {
     StepCase t = s;
     t.detach = true, t.K = 2;
     out.push_back({c, t});
+  }
+  {  // sliding-window layers in a mixed stack (W 3, or 17 across the 32-row attention tiles of T 45)
+    auto c = base("glu");
+    c.num_hidden_layers = 3, c.sliding_window = big ? 17 : 3, c.layer_types = {"sliding_attention", "full_attention", "sliding_attention"};
+    out.push_back({c, s});
   }
   return out;
 }

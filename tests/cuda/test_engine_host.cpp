@@ -72,8 +72,10 @@ TEST(EngineHost, DecodingMatchesCpuDecoderInEveryMode) {
       check(fbt_test::tiny_config(f), mode);
       check(fbt_test::layer_tap_config(f), mode);
       check(fbt_test::hetero_config(f), mode);
+      check(fbt_test::window_config(f), mode);
     }
   check(fbt_test::tiny_config("none"), "standard");
+  check(fbt_test::window_config("none"), "standard");
   check(fbt_test::hetero_config("none"), "standard");
   std::printf("[ worst    ] decoding: %.3g against the CPU decoder\n", worst);
 }

@@ -4,6 +4,9 @@
 //   (a) projection  QkvProjection<T>    q = x Wq^T, k = x Wk^T, v = x Wv^T   (N, NH*hs), (N, NKV*hs), (N, NKV*hs)
 //                                       q, k <- RMSNorm per head (QK-norm, one gain shared by all heads), then RoPE
 //   (b) kernel      AttentionKernel<T>  o = attention(q, k, v)  (GQA, causal, document-masked)   (N, NH*hs)
+//                                       sliding window W (Hugging Face Qwen3's sliding_attention layers): query t
+//                                       sees keys t-W < j <= t only (PassShape::first_for); decoding keeps the
+//                                       last W positions as a ring (decode/decoder.hpp)
 //                                       decoding: append k, v to the KV cache, attend over it
 //   (c) output      OutProjection<T>    y += o Wo^T   (N, D)   (accumulated into the residual)
 //
@@ -45,6 +48,7 @@ struct AttentionSpec {
   int max_positions = 4096;     ///< rows of the RoPE table: the longest sequence
   double init_std = 0.02;       ///< q, k, v projections
   double out_std = 0.02;        ///< o_proj (depth-scaled by the model: std / sqrt(2L))
+  int sliding_window = 0;       ///< W: each query sees its last W positions (itself included); 0 = every earlier one
 };
 
 /// \brief Stage (a): q, k, v = x W^T, QK-norm, RoPE. Produces qr, kr, v (what the kernel attends with);
@@ -173,6 +177,7 @@ template <class T> struct QkvProjection {
 template <class T> struct AttentionKernel {
   using Scalar = T;
   int NH = 0, NKV = 0, hs = 0;
+  int window = 0;  // sliding window W (0: full causal attention)
 
   struct Cache {
     T* att;   // backend-sized attention state (CPU: (B, NH, T, T) probabilities)
@@ -186,7 +191,7 @@ template <class T> struct AttentionKernel {
   };
 
   AttentionKernel() = default;
-  explicit AttentionKernel(const AttentionSpec& s) : NH(s.num_heads), NKV(s.num_kv_heads), hs(s.head_dim) {}
+  explicit AttentionKernel(const AttentionSpec& s) : NH(s.num_heads), NKV(s.num_kv_heads), hs(s.head_dim), window(s.sliding_window) {}
 
   template <class Be> void alloc(const Be&, Carver<T>& keep, Carver<T>& temp, Cache& c, int B, int Tn, bool grad) const {
     Carver<T>& a = grad ? keep : temp;
@@ -200,16 +205,16 @@ template <class T> struct AttentionKernel {
 
   /// \brief c.ao from q (N, NH*hs), k, v (N, NKV*hs).
   template <class Be> void forward(Be& be, Cache& c, const T* q, const T* k, const T* v, const PassShape& s) const {
-    be.attention_forward(c.ao, c.att, q, k, v, s.first, s.B, s.T, NH, NKV, hs);
+    be.attention_forward(c.ao, c.att, q, k, v, s.first_for(window), s.B, s.T, NH, NKV, hs);
   }
   /// \brief From c.dao, accumulates dq (N, NH*hs), dk, dv (N, NKV*hs).
   template <class Be>
   void backward(Be& be, const Cache& c, T* dq, T* dk, T* dv, const T* q, const T* k, const T* v, const PassShape& s) const {
-    be.attention_backward(dq, dk, dv, c.datt, c.dao, c.ao, c.att, q, k, v, s.first, s.B, s.T, NH, NKV, hs);
+    be.attention_backward(dq, dk, dv, c.datt, c.dao, c.ao, c.att, q, k, v, s.first_for(window), s.B, s.T, NH, NKV, hs);
   }
   /// \brief Appends k, v (R, NKV*hs) to each row's cache, then c.ao (R, NH*hs) = attention of q over it.
   template <class Be> void decode(Be& be, const DecodeCache& c, const T* q, const T* k, const T* v, const DecodeStep<T>& st) const {
-    be.kv_append(st.kc, st.vc, k, v, st.pos, st.R, NKV * hs);
+    be.kv_append(st.kc, st.vc, k, v, st.slot ? st.slot : st.pos, st.R, NKV * hs);  // a sliding layer's ring: slot pos % W
     be.attention_decode(c.ao, q, st.kc, st.vc, st.len1, st.max_len1, st.R, NH, NKV, hs);
   }
 };

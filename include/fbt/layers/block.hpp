@@ -37,10 +37,11 @@ struct LayerSpec {
   double out_std = 0.02;   ///< o_proj and down_proj (the model passes std / sqrt(2L))
   bool sandwich = false;   ///< block_norm sandwich: an RMSNorm on each branch's output too
   OptionValues options{};  ///< the block type's own options (block_options, resolved against its declare_options)
+  int sliding_window = 0;  ///< attention window W of a sliding_attention layer (config layer_types); 0 = full attention
 
   AttentionSpec attention() const {
     return AttentionSpec{hidden_size, num_attention_heads, num_key_value_heads, head_dim, qk_norm, rms_norm_eps, rope_theta,
-                         max_position_embeddings, init_std, out_std};
+                         max_position_embeddings, init_std, out_std, sliding_window};
   }
   MlpSpec mlp() const { return MlpSpec{hidden_size, intermediate_size, init_std, out_std}; }
 };
@@ -90,8 +91,10 @@ template <class Attn, class Mlp> struct PreNormBlock {
   /// The sizes of this block as a config records them (needs the standard attention and MLP specs).
   LayerSpec layer_spec() const {
     const AttentionSpec& a = attn.spec;
-    return LayerSpec{D, a.num_heads, a.num_kv_heads, a.head_dim, mlp.spec.intermediate_size, a.qk_norm, a.rms_norm_eps, a.rope_theta,
-                     a.max_positions, a.init_std, a.out_std, sandwich};
+    LayerSpec s{D, a.num_heads, a.num_kv_heads, a.head_dim, mlp.spec.intermediate_size, a.qk_norm, a.rms_norm_eps, a.rope_theta,
+                a.max_positions, a.init_std, a.out_std, sandwich};
+    s.sliding_window = a.sliding_window;
+    return s;
   }
   int kv_width() const { return attn.kv_width(); }
 

@@ -66,6 +66,7 @@ inline LayerSpec layer_spec(const ModelConfig& c, int l) {
   s.rope_theta = c.rope_theta, s.max_position_embeddings = c.max_position_embeddings;
   s.init_std = c.initializer_range, s.out_std = c.initializer_range / std::sqrt(2.0 * c.num_hidden_layers);
   s.sandwich = parse_block_norm(c);
+  s.sliding_window = c.layer_window(int(l));
   return s;
 }
 

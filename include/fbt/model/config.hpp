@@ -70,6 +70,9 @@ struct ModelConfig {
   std::vector<int> layer_intermediate_size;    ///< (L) SwiGLU hidden size of each block
   std::vector<int> layer_num_attention_heads;  ///< (L) query heads of each block
   std::vector<int> layer_num_key_value_heads;  ///< (L) key/value heads of each block
+  // --- sliding-window attention (Hugging Face Qwen3's layer_types; spec section 9) ---
+  int sliding_window = 0;                 ///< W: a sliding_attention layer's query sees its last W positions (0 = none)
+  std::vector<std::string> layer_types;   ///< (L) full_attention | sliding_attention; empty = every layer full_attention
   // --- latent feedback (spec section 2) ---
   std::string fuser = "glu";          ///< none | glu | gated_add | concat | a user fuser's name
   Options fuser_options;              ///< the fuser's own options (core/options.hpp), e.g. {"rank": 8}; checked against its declaration
@@ -93,6 +96,8 @@ struct ModelConfig {
   int layer_intermediate(int l) const { return layer_intermediate_size.empty() ? intermediate_size : layer_intermediate_size[l]; }
   int layer_heads(int l) const { return layer_num_attention_heads.empty() ? num_attention_heads : layer_num_attention_heads[l]; }
   int layer_kv_heads(int l) const { return layer_num_key_value_heads.empty() ? num_key_value_heads : layer_num_key_value_heads[l]; }
+  /// The attention window of layer l: sliding_window on a sliding_attention layer, else 0 (full attention).
+  int layer_window(int l) const { return !layer_types.empty() && layer_types[std::size_t(l)] == "sliding_attention" ? sliding_window : 0; }
 
   /// \brief The number of parameters the built-in layers declare for this config: embedding, blocks,
   /// final norm, lm_head when untied, and N_in plus the fuser's tensors for the built-in fusers (a
@@ -266,6 +271,18 @@ inline void ModelConfig::validate() const {
       config_fail(layer_num_key_value_heads.empty() ? std::string("num_key_value_heads") : "layer_num_key_value_heads[" + std::to_string(l) + "]",
                   "must divide " + (layer_num_attention_heads.empty() ? std::string("num_attention_heads") : "layer " + std::to_string(l) + "'s query heads") +
                       " (" + std::to_string(layer_heads(l)) + "), got " + std::to_string(layer_kv_heads(l)));
+  if (sliding_window < 0 || sliding_window > L::max_position_embeddings)
+    config_fail("sliding_window", "must be in [0, " + std::to_string(L::max_position_embeddings) + "] (0: no sliding window), got " +
+                                      std::to_string(sliding_window));
+  if (!layer_types.empty() && layer_types.size() != std::size_t(num_hidden_layers))
+    config_fail("layer_types", "has " + std::to_string(layer_types.size()) + " entries, expected one per layer (" + std::to_string(num_hidden_layers) +
+                                   ") or none");
+  for (std::size_t l = 0; l < layer_types.size(); ++l) {
+    const std::string f = "layer_types[" + std::to_string(l) + "]";
+    detail::config_one_of(f.c_str(), layer_types[l], {"full_attention", "sliding_attention"});
+    if (layer_types[l] == "sliding_attention" && sliding_window == 0)
+      config_fail(f, "is \"sliding_attention\" but sliding_window is 0 (give the window, e.g. sliding_window 1024)");
+  }
   // Reals: finite and in range (a NaN fails every comparison, so each test is written to catch it).
   using detail::config_num;
   if (!(std::isfinite(rope_theta) && rope_theta > 0)) config_fail("rope_theta", "must be a finite number > 0, got " + config_num(rope_theta));

@@ -49,6 +49,8 @@ template <class T, class F = GluFuser<T>, class B = DecoderBlock<T>> class Model
   ModelOptions opts;
   int D = 0, V = 0, L = 0;
   std::size_t lm_head = 0;  ///< offset of lm_head.weight (untied models)
+  std::vector<int> windows; ///< (L) each block's sliding window (0: full attention), from its LayerSpec
+  int window = 0;           ///< the stack's one sliding window W (0: none); every sliding block uses it
 
   /// \brief Builds the model a config describes (validated; strings read by the builder) and
   /// initialises its parameters from seed. cfg.fuser must be this type's fuser (Fuser::name).
@@ -161,6 +163,15 @@ template <class T, class F = GluFuser<T>, class B = DecoderBlock<T>> class Model
     FBT_ASSERT(L >= 1, "fbt::Model: the stack needs at least one block");
     FBT_ASSERT(opts.tap.is_final_norm() || opts.tap.layer < L,
                "fbt::Model: the feedback tap is block " + std::to_string(opts.tap.layer) + " of a " + std::to_string(L) + "-block stack");
+    windows.assign(std::size_t(L), 0), window = 0;
+    for (int l = 0; l < L; ++l) {
+      const int W = BlockConfig<B>::record(blocks[l]).sliding_window;
+      FBT_ASSERT(W >= 0 && (W == 0 || window == 0 || W == window), "fbt::Model: block " + std::to_string(l) + " has sliding window " + std::to_string(W) +
+                                                                       " but an earlier block has " + std::to_string(window) +
+                                                                       " (one sliding_window per model, as Hugging Face's config)");
+      windows[l] = W;
+      if (W > 0) window = W;
+    }
     const ParamRegistry<T> root(params), model = root.scope("model");
     embed.declare(model.scope("embed_tokens"));
     for (int l = 0; l < L; ++l) blocks[l].declare(model.scope("layers").scope(std::to_string(l)));
@@ -210,6 +221,9 @@ template <class M> ModelConfig describe_model(const M& m) {
       c.layer_num_attention_heads.push_back(s.num_attention_heads);
       c.layer_num_key_value_heads.push_back(s.num_key_value_heads);
     }
+  c.sliding_window = m.window;
+  if (m.window > 0)
+    for (int w : m.windows) c.layer_types.push_back(w > 0 ? "sliding_attention" : "full_attention");
   c.fuser = M::Fuser::name;
   c.block = B::name;
   if constexpr (detail::has_options_member<B>::value) c.block_options = m.blocks[0].options();

@@ -12,6 +12,7 @@
 // fed-back rows, the plain input elsewhere (position 0, document starts, the plain prefix).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <utility>
@@ -74,16 +75,17 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> struct Workspace {
   using T = typename M::Scalar;
   template <class U> using Buf = typename Be::template Buf<U>;
   Buf<T> mem;                                       // every float activation, one allocation
-  Buf<int> ints;                                    // tokens, targets, pos, first: (N) each
+  Buf<int> ints;                                    // tokens, targets, pos, first, first_window: (N) each
   const void* owner = nullptr;                      // the model it was laid out for
   int B = 0, T_ = 0, slots = 0;
   bool grad = false;
   long count = 0;                                   // targets >= 0 in the batch
-  std::vector<int> pos_h, first_h;                  // (N) host copies of the position tables
+  std::vector<int> pos_h, first_h, first_w_h;       // (N) host copies of the position tables
   std::vector<std::uint8_t> plain;                  // (N) 1 at a row's position 0 and at document starts
   std::vector<T> mask_h;                            // (N) host copy of the last fed-back pass's mask
   long fed_rows = 0;                                // rows with mask 1 in it
   int *tokens = nullptr, *targets = nullptr, *pos = nullptr, *first = nullptr;  // (N) each
+  int* first_window = nullptr;                      // (N) max(first, t - W + 1): the sliding layers' window starts (model's W)
   T *e = nullptr, *de = nullptr;                    // (N, D)  token embeddings and their gradient
   T *pre = nullptr, *dpre = nullptr;                // (N, P)  the fuser's precompute and its gradient (summed over passes)
   typename FuserOps<typename M::Fuser>::PreCache fpre{};
@@ -93,7 +95,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> struct Workspace {
   T* carry[2] = {nullptr, nullptr};                 // (N, D)  d source state handed from pass j to pass j-1
   std::size_t elements = 0;                         // of mem in use
   int N() const { return B * T_; }
-  std::size_t bytes() const { return elements * sizeof(T) + std::size_t(4) * N() * sizeof(int); }
+  std::size_t bytes() const { return elements * sizeof(T) + std::size_t(5) * N() * sizeof(int); }
 };
 
 template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
@@ -116,12 +118,12 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
   const M& model() const { return m_; }
   const Weights<T>& weights() const { return w_; }
   WS& workspace() { return ws_; }
-  PassShape shape() const { return PassShape{ws_.B, ws_.T_, ws_.pos, ws_.first}; }
+  PassShape shape() const { return PassShape{ws_.B, ws_.T_, ws_.pos, ws_.first, m_.window, m_.window > 0 ? ws_.first_window : nullptr}; }
 
   /// Bytes a workspace for (B, T, slots, grad) needs: what a step will use, known before it runs.
   static std::size_t workspace_bytes(const Be& be, const M& m, int B, int Tn, int slots, bool grad) {
     WS w;
-    return measure_regions<T>([&](Regions<T>& r) { layout(be, m, r, w, B, Tn, slots, grad); }) * sizeof(T) + std::size_t(4) * B * Tn * sizeof(int);
+    return measure_regions<T>([&](Regions<T>& r) { layout(be, m, r, w, B, Tn, slots, grad); }) * sizeof(T) + std::size_t(5) * B * Tn * sizeof(int);
   }
 
   /// \brief Lays the workspace out if its shape changed (the only allocation; a step allocates nothing).
@@ -133,9 +135,9 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
     if (w.owner == &m_ && w.B == B && w.T_ == Tn && w.slots == slots && w.grad == grad) return;
     w.elements = lay_out_regions<T>(w.mem, [&](Regions<T>& r) { layout(be_, m_, r, w, B, Tn, slots, grad); });
     const std::size_t N = std::size_t(B) * Tn;
-    if (w.ints.size() < 4 * N) w.ints.resize(4 * N);
-    w.tokens = w.ints.data(), w.targets = w.tokens + N, w.pos = w.targets + N, w.first = w.pos + N;
-    w.pos_h.assign(N, 0), w.first_h.assign(N, 0), w.plain.assign(N, 0), w.mask_h.assign(N, T(0));
+    if (w.ints.size() < 5 * N) w.ints.resize(5 * N);
+    w.tokens = w.ints.data(), w.targets = w.tokens + N, w.pos = w.targets + N, w.first = w.pos + N, w.first_window = w.first + N;
+    w.pos_h.assign(N, 0), w.first_h.assign(N, 0), w.first_w_h.assign(N, 0), w.plain.assign(N, 0), w.mask_h.assign(N, T(0));
     w.owner = &m_, w.B = B, w.T_ = Tn, w.slots = slots, w.grad = grad;
   }
 
@@ -156,6 +158,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
         w.plain[n] = is_start;
         w.pos_h[n] = masked ? t - start : t;
         w.first_h[n] = masked ? start : 0;
+        w.first_w_h[n] = m_.window > 0 ? std::max(w.first_h[n], t - m_.window + 1) : w.first_h[n];  // non-decreasing, as first
       }
     }
     for (int n = 0; n < N; ++n)
@@ -173,6 +176,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
     be_.upload(w.tokens, tokens, std::size_t(N));
     be_.upload(w.pos, w.pos_h.data(), std::size_t(N));
     be_.upload(w.first, w.first_h.data(), std::size_t(N));
+    if (m_.window > 0) be_.upload(w.first_window, w.first_w_h.data(), std::size_t(N));
     m_.embed.forward(be_, w_, w.e, w.tokens, N);
   }
 
