@@ -280,7 +280,7 @@ template <class M> void save_hf_dir(const std::string& dir, const M& m, const Hf
         folded.resize(sp.size);
         std::vector<T> rstd(std::size_t(m.V));
         CpuBackend<T> be;
-        m.plain_rows(be, m.weights(), m.V, v, folded.data(), rstd.data());  // row v: what pass 1 feeds the stack for token v
+        m.input().plain_forward(be, m.weights(), m.V, v, folded.data(), rstd.data());  // row v: what pass 1 feeds the stack for token v
       }
       add(sp.name, sp.shape, folded.data(), sp.size);
       if (c.tie_word_embeddings) add("lm_head.weight", sp.shape, v, sp.size);  // the head keeps the original E
