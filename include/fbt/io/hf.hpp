@@ -1,4 +1,4 @@
-// fbt/io/hf.hpp: Hugging Face model directories as checkpoints (issue 15), and one entry point for every
+// fbt/io/hf.hpp: Hugging Face model directories as checkpoints, and one entry point for every
 // kind of checkpoint.
 //
 // A Hugging Face directory (what `save_pretrained` writes) holds
@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "../ops/gemm_bf16.hpp"
+#include "../core/precision.hpp"
 #include "checkpoint.hpp"
 
 namespace fbt {

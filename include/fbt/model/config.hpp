@@ -4,7 +4,7 @@
 // Field names follow the Qwen3 config researchers already read (spec section 9); the feedback knobs are
 // the spec's (section 2). A config is what the CLI, a JSON file and a checkpoint's metadata hold; the
 // builder (model/builder.hpp) turns it into a typed model, and the knob readers below (parse_tap,
-// parse_input_norm, parse_gate_norm, parse_in_norm_init, parse_block_norm, parse_doc_attention, parse_glu_init)
+// parse_input_norm, parse_gate_norm, parse_in_norm_init, parse_block_norm, parse_doc_attention)
 // are the only code that compares its strings.
 // Heterogeneous stacks: the per-layer lists (layer_*) override the uniform sizes when not empty.
 // validate() refuses a bad config with an fbt::Error that names the field and the rule it breaks:
@@ -23,7 +23,6 @@
 #include "../config.hpp"
 #include "../core/options.hpp"
 #include "../detail/input.hpp"
-#include "../layers/glu_fuser.hpp"
 
 namespace fbt {
 
@@ -189,11 +188,6 @@ inline bool parse_block_norm(const ModelConfig& c) {
   detail::config_one_of("block_norm", c.block_norm, {"pre", "sandwich"});
   return c.block_norm == "sandwich";
 }
-inline GluInit parse_glu_init(const ModelConfig& c) {
-  detail::config_one_of("glu_init", c.glu_init, {"default", "fan_in", "identity_both"});
-  return c.glu_init == "fan_in" ? GluInit::FanIn : c.glu_init == "identity_both" ? GluInit::IdentityBoth : GluInit::Default;
-}
-inline const char* glu_init_name(GluInit g) { return g == GluInit::FanIn ? "fan_in" : g == GluInit::IdentityBoth ? "identity_both" : "default"; }
 /// doc_attention -> masked (true) or causal.
 inline bool parse_doc_attention(const ModelConfig& c) {
   detail::config_one_of("doc_attention", c.doc_attention, {"masked", "causal"});
@@ -299,7 +293,7 @@ inline void ModelConfig::validate() const {
   parse_in_norm_init(*this);
   parse_block_norm(*this);
   parse_doc_attention(*this);
-  parse_glu_init(*this);
+  detail::config_one_of("glu_init", glu_init, {"default", "fan_in", "identity_both"});  // the glu fuser reads it (layers/glu_fuser.hpp)
 }
 
 }  // namespace fbt

@@ -24,7 +24,7 @@
 #include "../io/config_json.hpp"
 #include "../io/json.hpp"
 #include "../io/token_file.hpp"
-#include "../ops/gemm_bf16.hpp"
+#include "../core/precision.hpp"
 #include "lr_schedule.hpp"
 #include "optimizer.hpp"
 #include "schedule.hpp"
