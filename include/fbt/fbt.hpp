@@ -49,6 +49,7 @@
 #include "layers/contract.hpp"
 #include "layers/gated_add_fuser.hpp"
 #include "layers/glu_fuser.hpp"
+#include "layers/mixed_block.hpp"
 #include "model/backend_model.hpp"
 #include "model/model.hpp"
 #include "model/multipass.hpp"

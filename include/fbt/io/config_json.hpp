@@ -151,6 +151,7 @@ inline nlohmann::json to_json(const ModelConfig& c) {
   if (!c.layer_intermediate_size.empty()) j["layer_intermediate_size"] = c.layer_intermediate_size;
   if (!c.layer_num_attention_heads.empty()) j["layer_num_attention_heads"] = c.layer_num_attention_heads;
   if (!c.layer_num_key_value_heads.empty()) j["layer_num_key_value_heads"] = c.layer_num_key_value_heads;
+  if (!c.layer_blocks.empty()) j["layer_blocks"] = c.layer_blocks;
   // the paper-recipe knobs (spec 10), likewise written only when not v1's choice (absent = v1's value)
   if (c.gate_norm != "separate") j["gate_norm"] = c.gate_norm;
   if (c.in_norm_init != "one") j["in_norm_init"] = c.in_norm_init;
@@ -221,6 +222,17 @@ inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& 
     if (!v.is_string()) fail(k, std::string("must be a string, got ") + v.type_name() + " " + json_brief(v));
     dst = v.get<std::string>();
   };
+  auto get_strs = [&](const std::string& k, const nlohmann::json& v, std::vector<std::string>& dst) {
+    if (!v.is_array()) fail(k, std::string("must be an array of strings (one per layer), got ") + v.type_name());
+    if (v.size() > std::size_t(ModelLimits::max_hidden_layers))
+      fail(k, "has " + std::to_string(v.size()) + " entries, more than the " + std::to_string(ModelLimits::max_hidden_layers) + " layers fbt allows");
+    dst.clear();
+    for (const auto& x : v) {
+      std::string n;
+      get_str(k, x, n);
+      dst.push_back(n);
+    }
+  };
   const auto& ignored = hf_ignored_keys();
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
@@ -253,6 +265,7 @@ inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& 
     else if (k == "fuser_options") c.fuser_options = options_from_json(v, k, where);
     else if (k == "block") get_str(k, v, c.block);
     else if (k == "block_options") c.block_options = options_from_json(v, k, where);
+    else if (k == "layer_blocks") get_strs(k, v, c.layer_blocks);
     else if (k == "gated_add_alpha") get_real(k, v, c.gated_add_alpha);
     else if (k == "gate_norm") get_str(k, v, c.gate_norm);
     else if (k == "in_norm_init") get_str(k, v, c.in_norm_init);

@@ -116,11 +116,7 @@ template <class T, class F = GluFuser<T>, class B = DecoderBlock<T>> class Model
     cfg = normalized(c);
     const OptionValues bo = resolve_options<B>(c.block_options, "block_options", "block");
     blocks.reserve(std::size_t(c.num_hidden_layers));
-    for (int l = 0; l < c.num_hidden_layers; ++l) {
-      LayerSpec s = layer_spec(c, l);
-      s.options = bo;
-      blocks.push_back(BlockConfig<B>::make(s));
-    }
+    for (int l = 0; l < c.num_hidden_layers; ++l) blocks.push_back(config_block<B>(c, l, bo));
     if (planning) {
       params.plan_only();
       declare_all();
@@ -182,7 +178,19 @@ template <class M> ModelConfig describe_model(const M& m) {
     }
   c.fuser = M::Fuser::name;
   c.block = B::name;
-  if constexpr (detail::has_options_member<B>::value) c.block_options = m.blocks[0].options();
+  if constexpr (is_mixed_block<B>::value) {  // a mixed stack: each layer's type, and each type's options (scoped "<type>.<key>")
+    for (const auto& b : m.blocks) {
+      c.layer_blocks.push_back(b.type_name());
+      for (const auto& kv : b.options()) {
+        const auto it = c.block_options.find(kv.first);
+        FBT_ASSERT(it == c.block_options.end() || it->second == kv.second,
+                   "describe_model: two layers of one block type differ in option " + kv.first + " (a mixed stack's options are per type)");
+        c.block_options[kv.first] = kv.second;
+      }
+    }
+  } else if constexpr (detail::has_options_member<B>::value) {
+    c.block_options = m.blocks[0].options();
+  }
   const auto tap = describe_tap(m.opts.tap, c.num_hidden_layers);
   c.feedback_source = tap.first, c.feedback_layer = tap.second;
   c.input_norm = input_norm_name(m.opts.input_norm);
@@ -198,8 +206,20 @@ template <class M> ModelConfig describe_model(const M& m) {
 /// \brief fn(TypeTag<Model<T, F, B>>{}) with F the fuser and B the block the config names, looked up in
 /// the lists Fusers and Blocks (TypeList, model/builder.hpp; by default the library's own): the one
 /// run-time choice of a model type, for programs that read a config (the `fbt` command, cli_main<Extra...>).
-/// An unknown name is refused with the names the lists hold.
+/// A config with layer_blocks (a mixed stack) gets B = MixedBlock over the Blocks list, when it holds more
+/// than one type. An unknown name is refused with the names the lists hold.
 template <class T, class Fusers = BuiltinFusers<T>, class Blocks = BuiltinBlocks<T>, class Fn> decltype(auto) with_model(const ModelConfig& c, Fn&& fn) {
+  if (!c.layer_blocks.empty()) {
+    if constexpr (MixedOf<T, Blocks>::size >= 2) {
+      return NamedTypes<Fusers>::visit(c.fuser, "fuser", [&](auto ft) -> decltype(auto) {
+        return fn(TypeTag<Model<T, typename decltype(ft)::type, typename MixedOf<T, Blocks>::type>>{});
+      });
+    } else {
+      throw Error("layer_blocks: a mixed stack needs a program that knows more than one block type (this one knows: " +
+                  detail::config_quote(c.block == "mixed" ? std::string(NamedTypes<Blocks>::names().front()) : c.block) +
+                  "); add yours with fbt::cli_main<Yours...> (fbt/cli.hpp) or in fbt::with_model's block list");
+    }
+  }
   return NamedTypes<Fusers>::visit(c.fuser, "fuser", [&](auto ft) -> decltype(auto) {
     return NamedTypes<Blocks>::visit(c.block, "block", [&](auto bt) -> decltype(auto) {
       return fn(TypeTag<Model<T, typename decltype(ft)::type, typename decltype(bt)::type>>{});
