@@ -7,7 +7,7 @@
 // Prints one JSON line per measure: median and spread of R timed repetitions (after W warm-ups), tokens/s,
 // model FLOPs per token, achieved GFLOP/s and the process's peak resident memory. Run one measure per
 // process (the driver benchmarks/run_e2e.py does, alternating with the PyTorch peer) so peak RSS is
-// that measure's own. Configs (issue 4): tiny = D 128, 4 layers, 4 heads (4 kv), SwiGLU 384, T 128,
+// that measure's own. Configs: tiny = D 128, 4 layers, 4 heads (4 kv), SwiGLU 384, T 128,
 // batch 16; small = D 256, 6 layers, 8 heads (4 kv), SwiGLU 768, T 256, batch 8; byte vocabulary (257).
 // Measures: train (baseline step: forward, backward, AdamW), fbt_k1, kpass2, kpass3 (glu model, no detach,
 // sigma 0.02, uniform prefix), kpass3_g1 (grad_passes 1), mix (33 steps: 25 x K=1, 7 x K=2, 1 x K=3, in a

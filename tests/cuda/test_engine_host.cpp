@@ -24,7 +24,7 @@ static_assert(fbt::check_fuser<fbt::GluFuser<float>, HostBackend>() && fbt::chec
               "");
 
 namespace {
-constexpr double kTol = 1e-4;  // the fp32 tolerance the GPU is held to (issue 5)
+constexpr double kTol = 1e-4;  // the fp32 tolerance the GPU is held to
 }
 
 TEST(EngineHost, KPassStepMatchesCpuPath) {

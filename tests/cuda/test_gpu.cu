@@ -1,4 +1,4 @@
-// tests/cuda/test_gpu.cu: the CUDA path against the CPU path, on a GPU (issue 5).
+// tests/cuda/test_gpu.cu: the CUDA path against the CPU path, on a GPU.
 //
 //   Kernels      each launcher of include/fbt/cuda/kernels.cuh and gemm.cuh against its CPU kernel
 //                (fbt/ops/) on fresh random inputs; outputs that a kernel writes are poisoned with NaN

@@ -3,8 +3,8 @@
 // Every field survives a round trip (in memory and through a file, written atomically); head_dim is
 // written resolved; a baseline config names Qwen3ForCausalLM; unknown keys, wrong types and invalid
 // values are fbt::Errors naming the field and the source; the HF keys fbt ignores are accepted, except
-// with values that would change the model. Every key that changes the model must be present (issue 11:
-// an absent key is an error naming it, never a silent default), except on the documented Hugging Face
+// with values that would change the model. Every key that changes the model must be present (an
+// absent key is an error naming it, never a silent default), except on the documented Hugging Face
 // Qwen3 path; deep nesting and huge values are bounded errors; only regular files are read.
 #include <gtest/gtest.h>
 
@@ -138,7 +138,7 @@ TEST_F(ConfigJson, TapAndPerLayerSizesRoundTrip) {
   EXPECT_FBT_ERROR(fbt::config_from_json(bad, "mem"), "mem", "layer_num_attention_heads", "array of integers");
 }
 
-// The paper-recipe knobs (issue 12) are written only when they differ from v1's choice, so a v1 model's
+// The paper-recipe knobs are written only when they differ from v1's choice, so a v1 model's
 // config is what it was before they existed (and its checkpoint re-saves byte for byte); absent, they read
 // as v1's; present, they round-trip and are validated.
 TEST_F(ConfigJson, PaperKnobsAreWrittenOnlyWhenUsed) {
@@ -370,7 +370,7 @@ TEST_F(ConfigJson, BadFilesAreRefusedByName) {
   EXPECT_FBT_ERROR(fbt::config_from_json_file(typ), typ, "vocab_size");
 }
 
-// Every key to_json writes changes the model: an absent one is refused by name (issue 11), never
+// Every key to_json writes changes the model: an absent one is refused by name, never
 // silently given ModelConfig's default. feedback_layer and the layer_* lists are written only when
 // used: absent means a final-norm tap and a uniform stack.
 TEST_F(ConfigJson, MissingKeysAreRefusedByName) {

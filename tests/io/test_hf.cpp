@@ -1,4 +1,4 @@
-// tests/io/test_hf.cpp: Hugging Face model directories as checkpoints (fbt/io/hf.hpp; issue 15).
+// tests/io/test_hf.cpp: Hugging Face model directories as checkpoints (fbt/io/hf.hpp).
 //
 // Directories written by tests/common/hf_fixture.hpp in exactly transformers' layout (config.json as a
 // Qwen3Config writes it, model.safetensors or shards with model.safetensors.index.json) load into fbt

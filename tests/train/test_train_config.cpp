@@ -1,4 +1,4 @@
-// The training config (issue 11, train/train_config.hpp): every value read from a flag or a config file is
+// The training config (train/train_config.hpp): every value read from a flag or a config file is
 // parsed whole and range-checked (no wrap, no trailing junk, no inf or nan), every field is validated
 // before a run starts (so a run never writes a checkpoint that eval or resume then refuse), and config
 // files are regular files of bounded size without duplicate keys.

@@ -1,4 +1,4 @@
-// fbt/cuda/kernels.cuh: the model's kernels on the GPU (issue 5), one __global__ kernel + one host
+// fbt/cuda/kernels.cuh: the model's kernels on the GPU, one __global__ kernel + one host
 // launcher per CPU kernel of fbt/ops/, named like it, in the same argument order, plus a cudaStream_t
 // (STYLE 2.8, llm.c llmc/*.cuh). Backward launchers ACCUMULATE into their gradients, as on the CPU.
 //

@@ -177,13 +177,9 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
           be_->embedding_forward(pre_, tok, pre_table_.data(), R, V, P);  // the precompute, from the per-token table
         }
         be_->gather_rows(S_, const_cast<const T* const*>(hp), mask_, R, D);
-        m_.fused_rows(*be_, w, R, e_, S_, mask_, P > 0 ? pre_ : nullptr, fc_, u_, rin_, x_, false);  // plain rows as in pass 1
-      } else {
-        m_.plain_rows(*be_, w, R, e_, x_, rin_);
       }
-    } else {
-      m_.plain_rows(*be_, w, R, e_, x_, rin_);
     }
+    m_.input().decode_forward(*be_, w, R, e_, any_fused, S_, mask_, pre_, fc_, u_, rin_, x_);  // plain rows as in pass 1
     // the stack, one new position per sequence; the tapped state goes to each sequence's h
     const FeedbackTap tap = m_.opts.tap;
     for (int l = 0; l < L; ++l) {

@@ -165,6 +165,7 @@ inline nlohmann::json to_json(const ModelConfig& c) {
   if (!c.layer_num_attention_heads.empty()) j["layer_num_attention_heads"] = c.layer_num_attention_heads;
   if (!c.layer_num_key_value_heads.empty()) j["layer_num_key_value_heads"] = c.layer_num_key_value_heads;
   sliding_window_to_json(c, j);
+  if (!c.layer_blocks.empty()) j["layer_blocks"] = c.layer_blocks;
   // the paper-recipe knobs (spec 10), likewise written only when not v1's choice (absent = v1's value)
   if (c.gate_norm != "separate") j["gate_norm"] = c.gate_norm;
   if (c.in_norm_init != "one") j["in_norm_init"] = c.in_norm_init;
@@ -290,6 +291,7 @@ inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& 
     else if (k == "fuser_options") c.fuser_options = options_from_json(v, k, where);
     else if (k == "block") get_str(k, v, c.block);
     else if (k == "block_options") c.block_options = options_from_json(v, k, where);
+    else if (k == "layer_blocks") get_strs(k, v, c.layer_blocks);
     else if (k == "gated_add_alpha") get_real(k, v, c.gated_add_alpha);
     else if (k == "gate_norm") get_str(k, v, c.gate_norm);
     else if (k == "in_norm_init") get_str(k, v, c.in_norm_init);

@@ -1,4 +1,4 @@
-// fbt/io/hf.hpp: Hugging Face model directories as checkpoints (issue 15), and one entry point for every
+// fbt/io/hf.hpp: Hugging Face model directories as checkpoints, and one entry point for every
 // kind of checkpoint.
 //
 // A Hugging Face directory (what `save_pretrained` writes) holds
@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "../ops/gemm_bf16.hpp"
+#include "../core/precision.hpp"
 #include "checkpoint.hpp"
 
 namespace fbt {
@@ -288,7 +288,7 @@ template <class M> void save_hf_dir(const std::string& dir, const M& m, const Hf
         folded.resize(sp.size);
         std::vector<T> rstd(std::size_t(m.V));
         CpuBackend<T> be;
-        m.plain_rows(be, m.weights(), m.V, v, folded.data(), rstd.data());  // row v: what pass 1 feeds the stack for token v
+        m.input().plain_forward(be, m.weights(), m.V, v, folded.data(), rstd.data());  // row v: what pass 1 feeds the stack for token v
       }
       add(sp.name, sp.shape, folded.data(), sp.size);
       if (c.tie_word_embeddings) add("lm_head.weight", sp.shape, v, sp.size);  // the head keeps the original E

@@ -9,7 +9,8 @@
 // multipass_step (the K-pass objective), the decoder's prefill, the evaluations and the contraction
 // monitor are written on top of it (forward_chain runs a plain pass and k fed-back ones).
 // Spec section 3 for the fed-back pass: S = shift_right(source + jitter); X = N_in(Fuse(S, e)) on
-// fed-back rows, the plain input elsewhere (position 0, document starts, the plain prefix).
+// fed-back rows, the plain input elsewhere (position 0, document starts, the plain prefix): the model's
+// FusedInput layer (layers/fused_input.hpp), called by plain_input, fused_input and pass_backward.
 #pragma once
 
 #include <algorithm>
@@ -106,12 +107,8 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
   using WS = Workspace<M, Be>;
   static constexpr bool fb = M::has_feedback;
 
-  /// The jitter of one fed-back pass's carried state (sigma 0: none), drawn per batch row (backend.hpp).
-  struct Jitter {
-    std::uint64_t seed = 0;
-    double sigma = 0.0;
-    int row_offset = 0;  ///< index of the batch's first row in a larger batch
-  };
+  /// The jitter of one fed-back pass's carried state (sigma 0: none), drawn per batch row (layers/fused_input.hpp).
+  using Jitter = FeedJitter;
 
   PassRunner(Be& be, const M& m, const Weights<T>& w, WS& ws) : be_(be), m_(m), w_(w), ws_(ws) {}
   Be& backend() { return be_; }
@@ -192,7 +189,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
   }
 
   /// \brief Layer-0 input of a plain pass into p.res[0].
-  void plain_input(Pass& p) { m_.plain_rows(be_, w_, ws_.N(), ws_.e, p.res[0], p.rin); }
+  void plain_input(Pass& p) { m_.input().plain_forward(be_, w_, ws_.N(), ws_.e, p.res[0], p.rin); }
 
   /// \brief Layer-0 input of a fed-back pass into p.res[0], from the previous pass's source state `src`
   /// (N, D) (plus the jitter, if any) and the plain-row rule: row (b, t) is fed back iff t >= max(prefix_b, 1)
@@ -200,22 +197,12 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
   void fused_input(Pass& p, const T* src, const Jitter* jit, const int* prefix) {
     static_assert(fb, "fused_input needs a feedback fuser");
     WS& w = ws_;
-    const int N = w.N(), B = w.B, Tn = w.T_, D = m_.D;
-    if (jit && jit->sigma > 0) {  // jitter the carried state (spec 3: one uniform draw per element, before shift_right)
-      be_.jitter_add(w.noise, src, jit->seed, jit->row_offset, B, std::size_t(Tn) * D, jit->sigma);
-      src = w.noise;
-    }
-    be_.shift_right_forward(p.S, src, B, Tn, D);
-    w.fed_rows = 0;
-    for (int b = 0; b < B; ++b)
-      for (int t = 0; t < Tn; ++t) {
-        const std::size_t n = std::size_t(b) * Tn + t;
-        const bool fed = !w.plain[n] && t >= (prefix ? prefix[b] : 0);
-        w.mask_h[n] = fed ? T(1) : T(0);
-        w.fed_rows += fed;
-      }
+    const int N = w.N();
+    const auto& in = m_.input();
+    in.source_forward(be_, p.S, w.noise, src, jit, w.B, w.T_);
+    w.fed_rows = in.fed_mask(w.mask_h.data(), w.plain.data(), prefix, w.B, w.T_);
     be_.upload(p.mask, w.mask_h.data(), std::size_t(N));
-    m_.fused_rows(be_, w_, N, w.e, p.S, p.mask, w.pre, p.fuser, p.u, p.rin, p.res[0]);
+    in.fused_forward(be_, w_, N, w.e, p.S, p.mask, w.pre, p.fuser, p.u, p.rin, p.res[0]);
   }
 
   /// \brief Runs the stack and the final norm on p.res[0]: fills p.res[1..L], p.hf.
@@ -278,26 +265,17 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
       if (ready) (*ready)(l);
     }
     // w.dres = dX, the gradient w.r.t. the layer-0 input
-    if constexpr (!fb) {
-      be_.add(w.de, w.dres, ND);
-    } else {
-      if (!fed_back) {  // plain pass: X = N_in(e) or e
-        if (m_.norm_plain_pass()) m_.in_norm.backward(be_, w_, w.de, w.dres, w.e, p.rin, N);
-        else be_.add(w.de, w.dres, ND);
+    if constexpr (fb) {
+      if (fed_back) {  // through N_in and the fuser, then shift_right's transpose into the previous pass's source
+        m_.input().fused_backward(be_, w_, p.fuser, p.S, w.e, w.pre, p.u, p.rin, p.mask, w.dres, w.du, carry_out ? w.ds : nullptr, w.de, w.dpre, N);
+        if (carry_out) {
+          be_.zero(carry_out, ND);
+          m_.input().source_backward(be_, carry_out, w.ds, w.B, w.T_);
+        }
         return;
       }
-      // fed-back pass: plain rows go to e (through N_in unless fused_only), fed-back rows through N_in and the fuser
-      if (!m_.norm_plain_rows_when_fed()) be_.move_plain_rows(w.de, w.dres, p.mask, N, D);
-      be_.zero(w.du, ND);
-      m_.in_norm.backward(be_, w_, w.du, w.dres, p.u, p.rin, N);
-      be_.move_plain_rows(w.de, w.du, p.mask, N, D);
-      if (carry_out) be_.zero(w.ds, ND);
-      m_.fuser.backward(be_, w_, p.fuser, p.S, w.e, w.pre, w.du, carry_out ? w.ds : nullptr, w.de, w.dpre, N);
-      if (carry_out) {
-        be_.zero(carry_out, ND);
-        be_.shift_right_backward(carry_out, w.ds, w.B, w.T_, D);
-      }
     }
+    m_.input().plain_backward(be_, w_, w.de, w.dres, w.e, p.rin, N);  // a plain pass: X = N_in(e) or e
   }
 
   /// \brief Last step of backward: the precompute's gradient (summed over passes) and the embedding scatter.

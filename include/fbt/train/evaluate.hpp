@@ -6,7 +6,7 @@
 //   contraction_monitor on a fixed batch, fed-back passes k = 1..k_max without prefix mixing: loss L(k)
 //                       and delta_k = rms(H_k - H_{k-1}), which must flatten and decay
 //   pass_logits         the logits of passes 1..K of that chain (pass k = fused(k-1) prefill at every position)
-// and, for issue 12, the loss per position within a document (PositionSums; position 0 is a document's
+// and the loss per position within a document (PositionSums; position 0 is a document's
 // kSep) of every pass, of sequential decoding and of the data's optimum (DataSource::eval_window_optimal).
 #pragma once
 

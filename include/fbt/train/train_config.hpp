@@ -24,7 +24,7 @@
 #include "../io/config_json.hpp"
 #include "../io/json.hpp"
 #include "../io/token_file.hpp"
-#include "../ops/gemm_bf16.hpp"
+#include "../core/precision.hpp"
 #include "lr_schedule.hpp"
 #include "optimizer.hpp"
 #include "schedule.hpp"
@@ -203,22 +203,24 @@ inline std::vector<int> parse_int_list(const std::string& f, const std::string& 
   }
   return out;
 }
-/// "full_attention,sliding_attention" -> its entries; "" -> {} (a field of per-layer names).
-inline std::vector<std::string> parse_name_list(const std::string& v) {
-  std::vector<std::string> out;
-  if (v.empty()) return out;
-  std::size_t i = 0;
-  while (i <= v.size()) {
-    const std::size_t j = std::min(v.find(',', i), v.size());
-    out.push_back(v.substr(i, j - i));
-    i = j + 1;
+/// "decoder,gated_attn" -> {"decoder", "gated_attn"} ("" = none); an empty name is refused naming the field.
+inline std::vector<std::string> parse_name_list(const std::string& f, const std::string& v) {
+  std::vector<std::string> r;
+  if (v.empty()) return r;
+  std::size_t a = 0;
+  while (true) {
+    const std::size_t b = v.find(',', a);
+    const std::string n = v.substr(a, b == std::string::npos ? std::string::npos : b - a);
+    if (n.empty()) throw Error(f + ": an empty name in " + quote_value(v) + " (expected names separated by commas)");
+    r.push_back(n);
+    if (b == std::string::npos) return r;
+    a = b + 1;
   }
-  return out;
 }
 inline std::string format_name_list(const std::vector<std::string>& v) {
-  std::string s;
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + v[i];
-  return s;
+  std::string r;
+  for (const auto& n : v) r += (r.empty() ? "" : ",") + n;
+  return r;
 }
 inline std::string format_int_list(const std::vector<int>& v) {
   std::string s;
@@ -363,7 +365,7 @@ inline const std::vector<ConfigField>& train_config_fields() {
     I("sliding_window", "attention window W of the sliding_attention layers (0 = none; Hugging Face Qwen3's sliding_window)", FBT_M(sliding_window));
     v.back().omit_default = true;
     v.push_back({"layer_types", "per-layer attention, e.g. sliding_attention,full_attention (empty: every layer full_attention; HF Qwen3's layer_types)",
-                 [](TrainConfig& c, const std::string& s) { c.model.layer_types = detail::parse_name_list(s); },
+                 [](TrainConfig& c, const std::string& s) { c.model.layer_types = detail::parse_name_list("layer_types", s); },
                  [](const TrainConfig& c) { return detail::format_name_list(c.model.layer_types); }});
     v.back().omit_default = true;
     v.back().kind = ConfigField::Kind::name_list;
@@ -377,6 +379,14 @@ inline const std::vector<ConfigField>& train_config_fields() {
     v.back().omit_default = true;
     v.back().kind = ConfigField::Kind::object;
     S("block", "the block type: decoder | a block of your own (a command built with fbt::cli_main)", FBT_M(block));
+    v.back().omit_default = true;
+    v.push_back({"layer_blocks", "a mixed stack: the block type of each layer, e.g. decoder,gated_attn,decoder (sets block \"mixed\"; the types "
+                 "come from a command built with fbt::cli_main<Yours...>; a type's options in block_options as \"TYPE.NAME\")",
+                 [](TrainConfig& c, const std::string& s) {
+                   c.model.layer_blocks = detail::parse_name_list("layer_blocks", s);
+                   if (!c.model.layer_blocks.empty()) c.model.block = "mixed";
+                 },
+                 [](const TrainConfig& c) { return detail::format_name_list(c.model.layer_blocks); }});
     v.back().omit_default = true;
     v.push_back({"block_options", "the block's own options as a JSON object; one at a time: --block.NAME VALUE",
                  [](TrainConfig& c, const std::string& s) { c.model.block_options = detail::parse_options_text("block_options", s); },
@@ -657,13 +667,12 @@ inline void apply_json(TrainConfig& c, const nlohmann::json& j, const std::strin
     else if (it->is_number_unsigned()) v = std::to_string(it->get<unsigned long long>());  // 2^64 - 1 stays itself, not -1
     else if (it->is_number_integer()) v = std::to_string(it->get<long long>());
     else if (it->is_number()) v = detail::num(it->get<double>());
-    else if (it->is_array() && it.key() == "layer_types") {  // per-layer names: ["sliding_attention", "full_attention"]
+    else if (it->is_array()) {  // per-layer sizes: [256, 128] is "256,128"; per-layer names (layer_types, layer_blocks) likewise
       for (const auto& x : *it) {
-        if (!x.is_string()) throw Error(where + ": field " + key + " must be an array of strings");
-        v += (v.empty() ? "" : ",") + x.get<std::string>();
-      }
-    } else if (it->is_array()) {  // per-layer sizes: [256, 128] is "256,128"
-      for (const auto& x : *it) {
+        if (x.is_string() && (it.key() == "layer_blocks" || it.key() == "layer_types")) {
+          v += (v.empty() ? "" : ",") + x.get<std::string>();
+          continue;
+        }
         if (!x.is_number_integer()) throw Error(where + ": field " + key + " must be an array of integers");
         v += (v.empty() ? "" : ",") + (x.is_number_unsigned() ? std::to_string(x.get<unsigned long long>()) : std::to_string(x.get<long long>()));
       }
