@@ -3,7 +3,7 @@
 // K-pass step (per-pass losses, diagnostics, every gradient), AdamW, the grouped Muon / NorMuon step,
 // gradient clipping, and KV-cached decoding (logits of prefill and steps, greedy tokens) in every mode.
 //
-// Used by tests/cuda/test_engine_host.cpp (fbt_test::HostBackend: runs everywhere, in CI) and by
+// Used by tests/cuda/test_engine_host.cpp (fbt::check::HostBackend: runs everywhere, in CI) and by
 // tests/cuda/test_gpu.cu (fbt::cuda::CudaBackend: runs where a GPU exists). Errors are relative:
 // max |backend - reference| / max |reference| per tensor (1e-30 when the reference is all zero).
 // The model type is chosen from the config's fuser (fbt::with_model), so every built-in fuser runs.
