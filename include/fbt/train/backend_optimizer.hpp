@@ -8,7 +8,8 @@
 //   (or opt.grouped_update(adam, lr, muon, matrix_lr): NorMuon / Muon for the matrices)
 //   dm.download(); opt.download();           // m.params holds the trained state (e.g. to save a checkpoint)
 // The AdamW moments are two flat buffers with the host ParamStore's layout, NorMuon's row moments
-// (ParamStore::row_moments, one value per matrix row) a small third.
+// (ParamStore::row_moments, one value per matrix row) a small third. It implements BackendUpdates
+// (train/optimizer.hpp), what an optimizer type's backend step calls (Trainer<M, Be>).
 #pragma once
 
 #include <algorithm>
@@ -18,10 +19,11 @@
 #include "adamw.hpp"
 #include "clip.hpp"
 #include "muon.hpp"
+#include "optimizer.hpp"
 
 namespace fbt {
 
-template <class M, class Be> class BackendOptimizer {
+template <class M, class Be> class BackendOptimizer final : public BackendUpdates<typename M::Scalar> {
  public:
   using T = typename M::Scalar;
   template <class U> using Buf = typename Be::template Buf<U>;
@@ -64,12 +66,12 @@ template <class M, class Be> class BackendOptimizer {
 
   double grad_global_norm() { return fbt::grad_global_norm(dm_.backend(), dm_.grads(), dm_.size()); }
   double clip_grad_norm(double max_norm) { return fbt::clip_grad_norm(dm_.backend(), dm_.grads(), dm_.size(), max_norm); }
-  void adamw_update(const AdamWConfig& cfg, double lr) {
+  void adamw_update(const AdamWConfig& cfg, double lr) override {
     fbt::adamw_update(dm_.backend(), state(), cfg, lr);
     dm_.changed();
   }
   /// One grouped step here (train/muon.hpp): matrices by Muon / NorMuon at matrix_lr, the rest by AdamW at lr.
-  void grouped_update(const AdamWConfig& adam, double lr, const MuonConfig& muon, double matrix_lr) {
+  void grouped_update(const AdamWConfig& adam, double lr, const MuonConfig& muon, double matrix_lr) override {
     fbt::grouped_update(dm_.backend(), state(), adam, lr, muon, matrix_lr, muon_ws_);
     rows_used_ = rows_used_ || muon.variant == MuonVariant::NorMuon;
     dm_.changed();
