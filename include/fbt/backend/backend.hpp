@@ -6,10 +6,10 @@
 // row-major arrays in its own memory unless a leading dimension is given. "+=" means the operation
 // accumulates into its output; every other output is overwritten.
 //
-//   fbt::CpuBackend<T>      (backend/cpu.hpp)  host memory, the ops/ kernels (Eigen); float or double
-//   fbt::cuda::CudaBackend  (cuda/backend.cuh) device memory, cuda/kernels.cuh and cuBLAS; float
-//   fbt_test::HostBackend   (tests/cuda/host_backend.hpp) host memory, plain loops with the CUDA kernels'
-//                           contracts, so the shared code can be checked against the CPU without a GPU
+//   fbt::CpuBackend<T>        (backend/cpu.hpp)  host memory, the ops/ kernels (Eigen); float or double
+//   fbt::cuda::CudaBackend    (cuda/backend.cuh) device memory, cuda/kernels.cuh and cuBLAS; float
+//   fbt::check::HostBackend   (check/host_backend.hpp) host memory, plain loops with the CUDA kernels'
+//                             contracts, so the shared code can be checked against the CPU without a GPU
 //
 // Memory
 //   template <class U> using Buf            owning buffer: resize(n) (contents lost), data(), size()

@@ -26,7 +26,7 @@ template <class Fusers, class Blocks> int cmd_sample(Args a) {
     std::printf(
         "fbt sample --checkpoint CKPT (--prompt TEXT | --prompt_ids ID,ID,...) [--output text|ids] [--sep_id N]\n"
         "           [--mode standard|soft|fused(k)] [--max_new_tokens N] [--temperature X] [--top_k N] [--top_p X]\n"
-        "           [--seed N] [--n N] [--precision fp32|bf16] [--max_memory_gb X]\n\n"
+        "           [--seed N] [--n N] [--precision fp32|bf16] [--max_memory_gb X] [--device cpu|cuda|host]\n\n"
         "Generates with the KV-cache decoder (spec section 4). CKPT is an fbt checkpoint (directory or\n"
         "model.safetensors) or a Hugging Face directory (config.json + model.safetensors or shards).\n"
         "--prompt is text for byte-level models (vocabulary 257); --prompt_ids gives token ids for a model\n"
@@ -35,7 +35,9 @@ template <class Fusers, class Blocks> int cmd_sample(Args a) {
         "temperature 0 is greedy. --precision bf16 runs the matrix products with bf16 operands and fp32 sums\n"
         "(default fp32). --n samples several continuations together (batched), each with its own seed\n"
         "(seed, seed+1, ...). The n sequences' K/V caches, logits and prefill are estimated before the weights are\n"
-        "read and refused above --max_memory_gb (default 0: the machine's available memory).\n");
+        "read and refused above --max_memory_gb (default 0: the machine's available memory).\n"
+        "--device: the backend the decoder runs on (cpu, the default; cuda: the fbt_cuda build; host: the CUDA\n"
+        "backend's host stand-in); --precision bf16 is the CPU's.\n");
     std::printf("--mode: a decoding policy this command knows: %s (fused takes (k); a policy of your own, NAME(ARG))\n",
                 PolicyRegistry::global().names().c_str());
     return 0;
@@ -54,7 +56,10 @@ template <class Fusers, class Blocks> int cmd_sample(Args a) {
   o.sampling.top_p = real_option("top_p", take(a, "top_p", "1"), 0, true, 1, false, "1 = off");
   o.seed = int_option<std::uint64_t>("seed", take(a, "seed", "1"), 0, std::numeric_limits<std::uint64_t>::max());
   const int n = int_option<int>("n", take(a, "n", "1"), 1, 1024, "samples");
-  precision_option(take(a, "precision", "fp32"));
+  const Precision prec = precision_option(take(a, "precision", "fp32"));
+  const std::string device = take(a, "device", "cpu");
+  with_device(device, [](auto) {});
+  cpu_only(device, prec == Precision::bf16, "--precision bf16");
   const double max_memory_gb = max_memory_option(a);
   no_leftovers(a, "sample");
   o.sampling.validate();
@@ -89,20 +94,23 @@ template <class Fusers, class Blocks> int cmd_sample(Args a) {
   check_command_memory("sample", sample_memory(mc, n, P, P + o.max_new_tokens, o.mode.prefill_passes()), max_memory_gb,
                        "lower --n or --max_new_tokens");
   std::vector<std::vector<int>> outs;
-  with_model<float, Fusers, Blocks>(mc, [&](auto tag) {
-    using M = typename decltype(tag)::type;
-    M m = load_checkpoint<M>(ck);
-    if (o.mode.feeds_back() && !M::has_feedback) {
-      std::fprintf(stderr, "note: %s is a baseline (fuser none); decoding in standard mode\n", ck.c_str());
-      o.mode = DecodeModeSpec{};
-    }
-    Decoder<M> dec(m, sep);
-    std::vector<Request> reqs;
-    for (int i = 0; i < n; ++i) {
-      reqs.push_back({prompt_tokens, o});
-      reqs.back().opts.seed = o.seed + std::uint64_t(i);  // wraps at 2^64 by design: seeds are bit patterns
-    }
-    outs = generate_batch(dec, reqs);
+  with_device(device, [&](auto be_tag) {
+    with_model<float, Fusers, Blocks>(mc, [&](auto tag) {
+      using M = typename decltype(tag)::type;
+      M m = load_checkpoint<M>(ck);
+      if (o.mode.feeds_back() && !M::has_feedback) {
+        std::fprintf(stderr, "note: %s is a baseline (fuser none); decoding in standard mode\n", ck.c_str());
+        o.mode = DecodeModeSpec{};
+      }
+      on_backend<typename decltype(be_tag)::type>(m, sep, [&](auto&, const auto&, auto& dec) {
+        std::vector<Request> reqs;
+        for (int i = 0; i < n; ++i) {
+          reqs.push_back({prompt_tokens, o});
+          reqs.back().opts.seed = o.seed + std::uint64_t(i);  // wraps at 2^64 by design: seeds are bit patterns
+        }
+        outs = generate_batch(dec, reqs);
+      });
+    });
   });
   for (int i = 0; i < n; ++i) {
     std::printf("--- sample %d (%s, temperature %g, seed %llu)\n", i + 1, o.mode.name().c_str(), o.sampling.temperature,

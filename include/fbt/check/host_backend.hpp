@@ -1,5 +1,5 @@
-// tests/cuda/host_backend.hpp: fbt_test::HostBackend, a host implementation of the backend contract
-// (include/fbt/backend/backend.hpp) with the CUDA kernels' contracts (include/fbt/cuda/kernels.cuh).
+// fbt/check/host_backend.hpp: fbt::check::HostBackend, a host implementation of the backend contract
+// (backend/backend.hpp, checked by backend/contract.hpp) with the CUDA kernels' contracts (cuda/kernels.cuh).
 //
 // Plain loops with the same arguments, the same accumulate-or-write rules and the same algorithms as the
 // CUDA kernels where they differ from the CPU's: attention keeps only the logsumexp (B, NH, T) as its
@@ -8,8 +8,10 @@
 // Fresh buffers are filled with NaN (ints with a huge value, pointers with null), like uninitialised
 // device memory, so that any reliance of the shared code on a zero fill shows up as a NaN in the
 // comparison with the CPU. GEMM operands may be rounded to bf16 (the CUDA backend's GemmMode::bf16).
-// It lets the library's K-pass step, optimizer and decoder run over a CUDA-like backend, and be
+// It lets the library's K-pass step, optimizer, decoder and trainer run over a CUDA-like backend, and be
 // checked, on machines without a GPU.
+//
+//   fbt::BackendModel<M, fbt::check::HostBackend> dm(m);   // as with fbt::cuda::CudaBackend
 #pragma once
 
 #include <algorithm>
@@ -21,11 +23,11 @@
 #include <utility>
 #include <vector>
 
-#include "fbt/backend/backend.hpp"
-#include "fbt/core/rng.hpp"
-#include "fbt/ops/gemm.hpp"
+#include "../backend/backend.hpp"
+#include "../core/rng.hpp"
+#include "../ops/gemm.hpp"
 
-namespace fbt_test {
+namespace fbt::check {
 
 template <class U> U garbage() {
   if constexpr (std::is_floating_point_v<U>) return std::numeric_limits<U>::quiet_NaN();
@@ -475,4 +477,4 @@ struct HostBackend {
   }
 };
 
-}  // namespace fbt_test
+}  // namespace fbt::check
