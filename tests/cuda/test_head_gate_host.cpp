@@ -1,6 +1,6 @@
 // tests/cuda/test_head_gate_host.cpp: the per-head gated attention (fbt/layers/head_gate.hpp: a stage
 // override built from backend ops: sigmoid, scale_groups and their backward) on the host stand-in of the
-// CUDA backend (tests/cuda/host_backend.hpp: the CUDA kernels' contracts, logsumexp attention, NaN-filled
+// CUDA backend (fbt/check/host_backend.hpp: the CUDA kernels' contracts, logsumexp attention, NaN-filled
 // fresh memory) against the CPU backend, both in float, from the same weights and input.
 // Checks: forward y, dx and every parameter gradient within 1e-4 relative (the fp32 tolerance the GPU is
 // held to; errors max |host - cpu| / max |cpu| per tensor), the decoding step likewise, and that the
@@ -11,13 +11,13 @@
 #include "common/stage_rig.hpp"
 #include "fbt/layers/contract.hpp"
 #include "fbt/layers/head_gate.hpp"
-#include "host_backend.hpp"
+#include "fbt/check/host_backend.hpp"
 
 // The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
 namespace test_cuda_head_gate_host {
 
 using namespace fbt;
-using namespace fbt_test;
+using fbt::check::HostBackend;
 
 // the stand-in provides the ops the gated attention calls (layers/contract.hpp), checked at compile time
 static_assert(check_attention<HeadGatedAttention<float>, HostBackend>());
