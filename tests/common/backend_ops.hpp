@@ -250,6 +250,57 @@ template <class Be> std::vector<OpCase<Be>> op_cases() {
       be.sigmoid_gate_backward(which == 2 ? nullptr : da, which == 1 ? nullptr : dz, dy, a, z, n);
       return Outs{d.get(da, n), d.get(dz, n)};
     });
+  add("mul", [n](Be& be, D& d) {
+    T *a = d.in(n), *b = d.in(n), *y = d.out(n);
+    be.mul(y, a, b, n);
+    return Outs{d.get(y, n)};
+  });
+  add("mul (in place)", [n](Be& be, D& d) {
+    T *a = d.in(n), *b = d.in(n);
+    be.mul(a, a, b, n);
+    return Outs{d.get(a, n)};
+  });
+  add("mul_add", [n](Be& be, D& d) {
+    T *a = d.in(n), *b = d.in(n), *y = d.in(n);
+    be.mul_add(y, a, b, n);
+    return Outs{d.get(y, n)};
+  });
+  for (int which = 0; which < 3; ++which)  // both, da only (db null), db only (da null)
+    add(std::string("mul_backward") + (which == 1 ? " (db null)" : which == 2 ? " (da null)" : ""), [n, which](Be& be, D& d) {
+      T *a = d.in(n), *b = d.in(n), *dy = d.in(n), *da = d.in(n), *db = d.in(n);
+      be.mul_backward(which == 2 ? nullptr : da, which == 1 ? nullptr : db, dy, a, b, n);
+      return Outs{d.get(da, n), d.get(db, n)};
+    });
+  {
+    const int R = 5, G = 3, C = 4;  // e.g. 5 rows of 3 heads of 4 channels
+    add("scale_groups", [=](Be& be, D& d) {
+      T *x = d.in(std::size_t(R) * G * C), *s = d.in(std::size_t(R) * G), *y = d.out(std::size_t(R) * G * C);
+      be.scale_groups(y, x, s, R, G, C);
+      return Outs{d.get(y, std::size_t(R) * G * C)};
+    });
+    add("scale_groups (in place)", [=](Be& be, D& d) {
+      T *x = d.in(std::size_t(R) * G * C), *s = d.in(std::size_t(R) * G);
+      be.scale_groups(x, x, s, R, G, C);
+      return Outs{d.get(x, std::size_t(R) * G * C)};
+    });
+    for (int which = 0; which < 3; ++which)  // both, dx only (ds null), ds only (dx null)
+      add(std::string("scale_groups_backward") + (which == 1 ? " (ds null)" : which == 2 ? " (dx null)" : ""), [=](Be& be, D& d) {
+        const std::size_t NX = std::size_t(R) * G * C, NS = std::size_t(R) * G;
+        T *x = d.in(NX), *s = d.in(NS), *dy = d.in(NX), *dx = d.in(NX), *ds = d.in(NS);
+        be.scale_groups_backward(which == 2 ? nullptr : dx, which == 1 ? nullptr : ds, dy, x, s, R, G, C);
+        return Outs{d.get(dx, NX), d.get(ds, NS)};
+      });
+  }
+  add("sigmoid", [n](Be& be, D& d) {
+    T *z = d.in(n, -3, 3), *y = d.out(n);
+    be.sigmoid(y, z, n);
+    return Outs{d.get(y, n)};
+  });
+  add("sigmoid_backward", [n](Be& be, D& d) {
+    T *y = d.in(n, 0.05, 0.95), *dy = d.in(n), *dz = d.in(n);
+    be.sigmoid_backward(dz, dy, y, n);
+    return Outs{d.get(dz, n)};
+  });
   for (double b : {0.0, 0.75})
     add(b == 0.0 ? "axpby (b = 0)" : "axpby", [n, b](Be& be, D& d) {
       T *x = d.in(n), *y = b == 0.0 ? d.out(n) : d.in(n);  // b = 0: y is written, never read

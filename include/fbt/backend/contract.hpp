@@ -57,6 +57,13 @@ FBT_BACKEND_OP(swiglu_forward, v<T*>(), v<const T*>(), v<const T*>(), std::size_
 FBT_BACKEND_OP(swiglu_backward, v<T*>(), v<T*>(), v<const T*>(), v<const T*>(), v<const T*>(), std::size_t(1))
 FBT_BACKEND_OP(sigmoid_gate_forward, v<T*>(), v<const T*>(), v<const T*>(), std::size_t(1))
 FBT_BACKEND_OP(sigmoid_gate_backward, v<T*>(), v<T*>(), v<const T*>(), v<const T*>(), v<const T*>(), std::size_t(1))
+FBT_BACKEND_OP(mul, v<T*>(), v<const T*>(), v<const T*>(), std::size_t(1))
+FBT_BACKEND_OP(mul_add, v<T*>(), v<const T*>(), v<const T*>(), std::size_t(1))
+FBT_BACKEND_OP(mul_backward, v<T*>(), v<T*>(), v<const T*>(), v<const T*>(), v<const T*>(), std::size_t(1))
+FBT_BACKEND_OP(scale_groups, v<T*>(), v<const T*>(), v<const T*>(), 1, 1, 1)
+FBT_BACKEND_OP(scale_groups_backward, v<T*>(), v<T*>(), v<const T*>(), v<const T*>(), v<const T*>(), 1, 1, 1)
+FBT_BACKEND_OP(sigmoid, v<T*>(), v<const T*>(), std::size_t(1))
+FBT_BACKEND_OP(sigmoid_backward, v<T*>(), v<const T*>(), v<const T*>(), std::size_t(1))
 FBT_BACKEND_OP(axpby, v<T*>(), T(1), v<const T*>(), T(1), std::size_t(1))
 FBT_BACKEND_OP(add, v<T*>(), v<const T*>(), std::size_t(1))
 FBT_BACKEND_OP(scale, v<T*>(), 1.0, std::size_t(1))
@@ -145,6 +152,14 @@ template <class Be> constexpr bool check_backend() {
   static_assert(c::has_sigmoid_gate_forward<Be, T>::value, "fbt backend: needs void sigmoid_gate_forward(T* y, const T* a, const T* z, size_t n)");
   static_assert(c::has_sigmoid_gate_backward<Be, T>::value,
                 "fbt backend: needs void sigmoid_gate_backward(T* da, T* dz, const T* dy, const T* a, const T* z, size_t n)");
+  static_assert(c::has_mul<Be, T>::value, "fbt backend: needs void mul(T* y, const T* a, const T* b, size_t n)");
+  static_assert(c::has_mul_add<Be, T>::value, "fbt backend: needs void mul_add(T* y, const T* a, const T* b, size_t n)");
+  static_assert(c::has_mul_backward<Be, T>::value, "fbt backend: needs void mul_backward(T* da, T* db, const T* dy, const T* a, const T* b, size_t n)");
+  static_assert(c::has_scale_groups<Be, T>::value, "fbt backend: needs void scale_groups(T* y, const T* x, const T* s, int R, int G, int C)");
+  static_assert(c::has_scale_groups_backward<Be, T>::value,
+                "fbt backend: needs void scale_groups_backward(T* dx, T* ds, const T* dy, const T* x, const T* s, int R, int G, int C)");
+  static_assert(c::has_sigmoid<Be, T>::value, "fbt backend: needs void sigmoid(T* y, const T* z, size_t n)");
+  static_assert(c::has_sigmoid_backward<Be, T>::value, "fbt backend: needs void sigmoid_backward(T* dz, const T* dy, const T* y, size_t n)");
   static_assert(c::has_axpby<Be, T>::value, "fbt backend: needs void axpby(T* y, T a, const T* x, T b, size_t n)");
   static_assert(c::has_add<Be, T>::value, "fbt backend: needs void add(T* y, const T* x, size_t n)");
   static_assert(c::has_scale<Be, T>::value, "fbt backend: needs void scale(T* x, double s, size_t n)");
