@@ -490,6 +490,8 @@ inline StateTaskConfig state_task_config(const TrainConfig& c) {
 }
 /// Whether a config's data is a running-state task ("task:running_sum" ...).
 inline bool is_state_task_data(const TrainConfig& c) { return c.data.rfind("task:", 0) == 0 && is_state_task(c.data.substr(5)); }
+/// Whether a config's data is a probing task ("task:completion" ...: data/probe_tasks.hpp).
+inline bool is_probe_task_data(const TrainConfig& c) { return c.data.rfind("task:", 0) == 0 && is_probe_task(c.data.substr(5)); }
 /// Whether a config's data is a token file (a path ending in .bin or .npy: io/token_file.hpp).
 inline bool is_token_data(const TrainConfig& c) { return c.data.rfind("task:", 0) != 0 && is_token_file_path(c.data); }
 
@@ -513,6 +515,12 @@ inline void validate_data(const TrainConfig& c) {
       const std::string m = e.what();
       throw Error("invalid training config: " + (m.rfind("fbt: ", 0) == 0 ? m.substr(5) : m));
     }
+  } else if (is_probe_task_data(c)) {
+    const std::string name = c.data.substr(5);
+    const int lo = name == "latest_write" ? 1 : 0, hi = max_probe_task_difficulty(name);
+    if (c.task_difficulty < lo || c.task_difficulty > hi)
+      fail("task_difficulty", "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] for task " + name + " (" +
+                                  (name == "latest_write" ? "writes per register" : "null lines") + "), got " + std::to_string(c.task_difficulty));
   } else if (c.data.rfind("task:", 0) == 0) {
     const std::string name = c.data.substr(5);
     const std::vector<std::string> known = builtin_task_names();
