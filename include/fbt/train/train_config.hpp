@@ -305,7 +305,7 @@ inline const std::vector<ConfigField>& train_config_fields() {
     // data
     S("data", "task:addition | task:state_tracking | task:multihop | task:running_sum | task:permutation | task:brackets | path of a text file",
       FBT_T(data));
-    I("task_difficulty", "digits / operations / hops of a reasoning task; modulus / k of S_k / depth cap of a running-state task", FBT_T(task_difficulty));
+    I("task_difficulty", "digits / operations / hops of a reasoning task; modulus / k of S_k / depth cap of a running-state task; null lines / writes per register of a probing task", FBT_T(task_difficulty));
     D("p_full", "share of full-trace solutions in the task data", FBT_T(p_full));
     D("p_compressed", "share of compressed-trace solutions", FBT_T(p_compressed));
     D("p_answer", "share of answer-only solutions", FBT_T(p_answer));
