@@ -346,7 +346,7 @@ def main(argv=None) -> int:
     if a.format == "svg":
         matplotlib.rcParams["svg.hashsalt"] = "fbt"  # stable ids: the same data gives the same file
         matplotlib.rcParams["svg.fonttype"] = "none"
-    runs = load_runs(a.out_dirs, a.runs)
+    runs = load_runs(a.out_dirs, a.runs) if a.out_dirs else []
     out = a.out or os.path.join(a.out_dirs[0], "figures")
     os.makedirs(out, exist_ok=True)
     figures = [("val_loss_vs_tokens", plot_val_loss), ("contraction", plot_contraction), ("accuracy_vs_trace", plot_accuracy)] if a.out_dirs else []
