@@ -20,8 +20,9 @@
 //   latest_write    a group = one random write schedule over r0..r(m-1) (each register W times, in a random
 //                   order, fair bits), its complement (every value flipped) and one query per register:
 //                   2m prompts
-// As training data ("task:NAME", ProbeTaskDataset) a document is kSep + prompt + " " + label + "\n": one
-// random item, N = task_difficulty null lines (completion, delayed_memory) or W = task_difficulty writes per
+// As training data ("task:NAME", ProbeTaskDataset) a document is kSep + prompt + label + "\n" (no space:
+// the label's first byte is predicted at the final ':', the probe position, as the paper's " done" token
+// is predicted there by its tokenizer): one random item, N = task_difficulty null lines (completion, delayed_memory) or W = task_difficulty writes per
 // register with m = 8 registers (latest_write).
 #pragma once
 
@@ -209,7 +210,7 @@ inline std::pair<std::string, std::string> probe_task_example(const std::string&
 /// Largest task_difficulty of a probe task (null lines, or writes per register).
 inline int max_probe_task_difficulty(const std::string& name) { return name == "latest_write" ? detail::kMaxProbeWrites : detail::kMaxProbeNullLines; }
 
-/// \brief A probe task as training data: documents kSep + prompt + " " + label + "\n", packed like
+/// \brief A probe task as training data: documents kSep + prompt + label + "\n", packed like
 /// TaskDataset (every row and validation window starts at a document; the validation set is 512 items
 /// from a fixed seed).
 class ProbeTaskDataset : public DataSource {
@@ -230,7 +231,7 @@ class ProbeTaskDataset : public DataSource {
   }
   std::vector<int> document(Rng& rng) const {
     const auto ex = probe_task_example(name_, d_, rng);
-    return ByteTokenizer::encode_document(ex.first + " " + ex.second + "\n");
+    return ByteTokenizer::encode_document(ex.first + ex.second + "\n");
   }
   void sample_batch(Rng& rng, int B, int T, std::vector<int>& tokens, std::vector<int>& targets, std::vector<std::uint8_t>& doc_start) const override {
     FBT_ASSERT(B >= 1 && T >= 1, "sample_batch: B and T must be >= 1");
