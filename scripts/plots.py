@@ -23,7 +23,7 @@ the data, shared by the panels.
 
 draws probe_accuracy.svg from `fbt probe --out` files: held-out accuracy against depth (0 = the layer-0
 input, L+1 = the final state), one line per prefill mode with its Wilson 95% band, the chance level
-dashed, one panel per file (all items pooled).
+dashed, one panel per file (all items pooled, or --probe_setting N=8: the items of one setting).
 
 A figure whose data no run has is skipped with a note. --runs keeps the runs whose name contains any of
 the given substrings. Needs matplotlib (Debian: python3-matplotlib; pip: matplotlib); exits 77 with a
@@ -280,7 +280,7 @@ def plot_accuracy(plt, runs, path) -> bool:
     return True
 
 
-def plot_probe(plt, files: list, path) -> bool:
+def plot_probe(plt, files: list, path, setting: str = "") -> bool:
     """Probe accuracy against depth, one line per prefill mode, one panel per `fbt probe --out` file."""
     data = []
     for f in files:
@@ -299,10 +299,10 @@ def plot_probe(plt, files: list, path) -> bool:
     for ax, (f, j) in zip(axes[0], data):
         modes = []
         for c in j["cells"]:
-            if c.get("setting", "") == "" and c["mode"] not in modes:
+            if c.get("setting", "") == setting and c["mode"] not in modes:
                 modes.append(c["mode"])
         for i, m in enumerate(modes):
-            cells = sorted((c for c in j["cells"] if c["mode"] == m and c.get("setting", "") == ""), key=lambda c: c["depth"])
+            cells = sorted((c for c in j["cells"] if c["mode"] == m and c.get("setting", "") == setting), key=lambda c: c["depth"])
             x = [c["depth"] for c in cells]
             ax.plot(x, [c["accuracy"] for c in cells], marker=markers[i % len(markers)], label=m, lw=1.4, ms=4)
             ax.fill_between(x, [c["ci95"][0] for c in cells], [c["ci95"][1] for c in cells], alpha=0.15)
@@ -313,7 +313,7 @@ def plot_probe(plt, files: list, path) -> bool:
         ax.set_xlabel("depth (0 = layer-0 input)")
         ax.set_ylabel("held-out accuracy")
         ax.set_ylim(0, 1.02)
-        ax.set_title(os.path.basename(str(j.get("items", f))), fontsize=9)
+        ax.set_title(os.path.basename(str(j.get("items", f))) + (f" ({setting})" if setting else ""), fontsize=9)
         ax.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=7.5, loc="lower right")
     fig.tight_layout()
@@ -326,6 +326,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out_dirs", nargs="*", help="out_dir(s) of fbt ablate grids")
     ap.add_argument("--probe", nargs="*", default=[], help="fbt probe --out JSON files: probe_accuracy figure")
+    ap.add_argument("--probe_setting", default="", help="the items' setting to draw (e.g. N=8; default: all items pooled)")
     ap.add_argument("--out", help="directory for the figures (default: FIRST_OUT_DIR/figures)")
     ap.add_argument("--runs", nargs="*", default=[], help="keep runs whose name contains one of these")
     ap.add_argument("--format", default="svg", choices=["svg", "png"])
@@ -351,7 +352,7 @@ def main(argv=None) -> int:
     os.makedirs(out, exist_ok=True)
     figures = [("val_loss_vs_tokens", plot_val_loss), ("contraction", plot_contraction), ("accuracy_vs_trace", plot_accuracy)] if a.out_dirs else []
     if a.probe:
-        figures.append(("probe_accuracy", lambda plt_, _runs, path: plot_probe(plt_, a.probe, path)))
+        figures.append(("probe_accuracy", lambda plt_, _runs, path: plot_probe(plt_, a.probe, path, a.probe_setting)))
     for stem, fn in figures:
         path = os.path.join(out, f"{a.prefix}{stem}.{a.format}")
         tmp = path + ".tmp." + a.format
