@@ -42,7 +42,8 @@ inline const char* kUsage =
     "  demo     train a baseline and a full-bandwidth model on the same tokens and compare them\n"
     "  ablate   a grid of training runs (depth, schedule, fuser, detach, prefix, noise ...), resumable, with a summary CSV\n"
     "  logits   per-pass logits of a checkpoint on a text, as .npy (for cross-checks with other implementations)\n"
-    "  export   a checkpoint as a Hugging Face directory (Qwen3ForCausalLM: config.json + model.safetensors)\n\n"
+    "  export   a checkpoint as a Hugging Face directory (Qwen3ForCausalLM: config.json + model.safetensors)\n"
+    "  probe    linear probes per prefill mode and depth of a checkpoint on probe items or the paper's probing tasks\n\n"
     "fbt <command> --help lists the command's options.\n";
 
 // ----------------------------------------------------------------------------------------- memory

@@ -25,13 +25,15 @@ template <class Fusers, class Blocks> int cmd_sample(Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt sample --checkpoint CKPT (--prompt TEXT | --prompt_ids ID,ID,...) [--output text|ids] [--sep_id N]\n"
-        "           [--mode standard|soft|fused(k)] [--max_new_tokens N] [--temperature X] [--top_k N] [--top_p X]\n"
-        "           [--seed N] [--n N] [--precision fp32|bf16] [--max_memory_gb X] [--device cpu|cuda|host]\n\n"
+        "           [--mode standard|soft|fused(k)] [--prefill standard|fused(k)|recurrent] [--max_new_tokens N] [--temperature X] [--top_k N]\n"
+        "           [--top_p X] [--seed N] [--n N] [--precision fp32|bf16] [--max_memory_gb X] [--device cpu|cuda|host]\n\n"
         "Generates with the KV-cache decoder (spec section 4). CKPT is an fbt checkpoint (directory or\n"
         "model.safetensors) or a Hugging Face directory (config.json + model.safetensors or shards).\n"
         "--prompt is text for byte-level models (vocabulary 257); --prompt_ids gives token ids for a model\n"
         "whose tokenizer is not bytes, and --output ids prints the new tokens as ids (comma-separated).\n"
         "--sep_id: the document separator id (default 256 for a byte-level model, else -1 = none).\n"
+        "--prefill: how the prompt is prefilled (default: as the mode says); recurrent = token by token, each\n"
+        "prompt token fed back with the previous position's state (the prompt decoded in soft mode).\n"
         "temperature 0 is greedy. --precision bf16 runs the matrix products with bf16 operands and fp32 sums\n"
         "(default fp32). --n samples several continuations together (batched), each with its own seed\n"
         "(seed, seed+1, ...). The n sequences' K/V caches, logits and prefill are estimated before the weights are\n"
@@ -49,6 +51,7 @@ template <class Fusers, class Blocks> int cmd_sample(Args a) {
   if (output != "text" && output != "ids") throw Error("--output " + detail::quote_value(output) + ": expected text or ids");
   GenerateOptions o;
   o.mode = DecodeModeSpec::parse(take(a, "mode", "soft"));
+  if (const std::string pf = take(a, "prefill", ""); !pf.empty()) o.mode = o.mode.with_prefill(PrefillSpec::parse(pf));
   const int imax = std::numeric_limits<int>::max();
   o.max_new_tokens = int_option<int>("max_new_tokens", take(a, "max_new_tokens", "200"), 1, imax, "tokens to generate");
   o.sampling.temperature = real_option("temperature", take(a, "temperature", "0.8"), 0, false, HUGE_VAL, true, "0 = greedy");
@@ -102,6 +105,8 @@ template <class Fusers, class Blocks> int cmd_sample(Args a) {
         std::fprintf(stderr, "note: %s is a baseline (fuser none); decoding in standard mode\n", ck.c_str());
         o.mode = DecodeModeSpec{};
       }
+      if (o.mode.prefill_feeds_back() && !M::has_feedback)
+        throw Error("fbt sample: --prefill " + o.mode.prefill.describe() + " needs a feedback fuser; " + ck + " is a baseline (fuser none)");
       on_backend<typename decltype(be_tag)::type>(m, sep, [&](auto&, const auto&, auto& dec) {
         std::vector<Request> reqs;
         for (int i = 0; i < n; ++i) {

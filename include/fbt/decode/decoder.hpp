@@ -5,6 +5,8 @@
 //   soft       plain prefill of the prompt; then each new token's input is N_in(Fuse(h_prev, e(tok)))
 //   fused(k)   prefill = a plain pass + k fed-back passes over the prompt (position 1 plain, no prefix
 //              mixing), committing only the last pass's K/V and state; then as soft. Prefill costs (k+1)x.
+// A mode's PrefillSpec (policy.hpp) may replace the policy's prefill: standard, fused(k), or recurrent
+// (token by token, each prompt token fed back with the previous position's state: P steps).
 // Per-sequence state = KV cache + h_prev (the previous position's tapped state, spec 2's feedback_source),
 // so batched decoding carries both. The prefill is the training forward (model/pass.hpp forward_chain,
 // B = 1); a step runs R sequences' new tokens together, each block one position per sequence against
@@ -42,6 +44,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> struct Sequence {
   typename Be::template Buf<T> h;     ///< (D) state of the last position: what the next token is fused with
   bool has_h = false;
   int generated = 0;       ///< tokens fed after the prefill (what the policy's feed() is told)
+  bool prefilling = false; ///< inside a recurrent prefill: every step is fed back (no policy asked), none counts as generated
   DecodeModeSpec mode;
 };
 
@@ -77,6 +80,8 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
                "sequence capacity " + std::to_string(capacity) + " must be in [1, max_position_embeddings=" +
                    std::to_string(m_.opts.max_position_embeddings) + "]");
     FBT_ASSERT(!mode.feeds_back() || fb, "decoding mode " + mode.name() + " needs a feedback fuser (the model's fuser is none)");
+    FBT_ASSERT(!mode.prefill_feeds_back() || fb, "prefill " + mode.prefill.describe() + " of decoding mode " + mode.name() +
+                                                     " needs a feedback fuser (the model's fuser is none)");
     Seq s;
     s.capacity = capacity, s.mode = mode;
     std::size_t n = 0;
@@ -89,18 +94,37 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
 
   /// \brief Runs the prompt (P tokens, host) through the mode's prefill, commits K/V and h_prev, and
   /// writes the logits of the last prompt position into logits (V, host). The sequence must be fresh.
+  /// Recurrent prefill: the first token by a one-pass prefill, then each later token by a step fed back
+  /// with the previous position's state, whatever the policy (its feed() is asked from generation on).
   void prefill(Seq& s, const int* prompt, int P, T* logits) {
     FBT_ASSERT(P >= 1, "prefill needs at least one prompt token");
     FBT_ASSERT(s.len == 0 && !s.has_h, "prefill of a sequence that already holds tokens");
     FBT_ASSERT(P <= s.capacity, "prompt of " + std::to_string(P) + " tokens exceeds the sequence capacity " + std::to_string(s.capacity));
+    if (!s.mode.recurrent_prefill()) return prefill_passes(s, prompt, P, s.mode.prefill_passes(), logits);
+    FBT_ASSERT(fb, "recurrent prefill needs a feedback fuser (the model's fuser is none)");
+    refresh_pre_table(weights_());
+    prefill_passes(s, prompt, 1, 1, logits);
+    Seq* one = &s;
+    s.prefilling = true;
+    for (int t = 1; t < P; ++t) step(&one, 1, prompt + t, logits);
+    s.prefilling = false;
+  }
+
+  /// \brief Called in every step (when set) with the (R, D) rows, in the backend's memory, at depth 0..L+1:
+  /// depth l <= L-1 = block l's input (0 = the layer-0 input, after the fuser and N_in), L = the last block's
+  /// output, L+1 = the final norm's output. What a probe reads (probe.hpp); unset, a step pays nothing.
+  std::function<void(int depth, const T* rows, int R)> observe;
+
+ private:
+  /// The prompt through a plain pass and passes-1 fed-back ones (forward_chain), committed to s.
+  void prefill_passes(Seq& s, const int* prompt, int P, int passes, T* logits) {
     const int D = m_.D, V = m_.V, L = m_.L;
     const Weights<T> w = weights_();
-    if (s.mode.feeds_back()) refresh_pre_table(w);
+    if (s.mode.feeds_back() || passes > 1) refresh_pre_table(w);
     docs_.assign(P, 0);
     int start = 0;  // the last document start in the prompt
     for (int t = 0; t < P; ++t)
       if (t == 0 || prompt[t] == sep_) docs_[t] = 1, start = t;
-    const int passes = s.mode.prefill_passes();
     FBT_ASSERT(passes >= 1 && (passes == 1 || fb), "decoding mode " + s.mode.name() + ": " + std::to_string(passes) +
                                                       " prefill passes (at least 1; more than 1 needs a feedback fuser)");
     PassRunner<M, Be> run(*be_, m_, w, ws_);
@@ -129,6 +153,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
     be_->download(logits, ws_.logits, std::size_t(V));
   }
 
+ public:
   /// \brief Feeds tokens[r] (host) to seqs[r] for r < R (one new position each) and writes logits (R, V, host).
   void step(Seq* const* seqs, int R, const int* tokens, T* logits) {
     const int D = m_.D, V = m_.V, L = m_.L;
@@ -144,7 +169,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
       const bool doc_start = tokens[r] == sep_;
       if (doc_start && m_.opts.doc_masked) s.len = 0;  // a new document: nothing before it is visible
       FBT_ASSERT(s.len < s.capacity, "sequence is full (" + std::to_string(s.capacity) + " positions)");
-      const bool fused = fb && s.mode.feeds_back() && s.has_h && !doc_start && s.mode.feed(PolicyStep{s.len, s.generated});
+      const bool fused = fb && s.has_h && !doc_start && (s.prefilling || (s.mode.feeds_back() && s.mode.feed(PolicyStep{s.len, s.generated})));
       hmask_[r] = fused ? T(1) : T(0);
       any_fused |= fused;
       hint_[r] = tokens[r], hint_[R + r] = s.len, hint_[2 * R + r] = s.len + 1;
@@ -186,17 +211,20 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
       T* const* kc = hp + R + std::size_t(l) * R;
       T* const* vc = hp + R + std::size_t(L + l) * R;
       const DecodeStep<T> st = m_.windows[l] > 0 ? DecodeStep<T>{R, pos, live1, max_live1, kc, vc, slot} : DecodeStep<T>{R, pos, len1, max_len1, kc, vc};
+      if (observe) observe(l, x_, R);
       m_.blocks[l].decode(*be_, w, dcache_[l], x_, st);
       if (tap.layer == l) be_->scatter_rows(hp, x_, R, D);
     }
+    if (observe) observe(L, x_, R);
     m_.final_norm.forward(*be_, w, hf_, rstd_, x_, R);
+    if (observe) observe(L + 1, hf_, R);
     linear(*be_, lg_, hf_, w.value + m_.head_offset(), R, V, D, D, false);
     if (tap.is_final_norm()) be_->scatter_rows(hp, hf_, R, D);
     be_->download(logits, lg_, std::size_t(R) * V);
     for (int r = 0; r < R; ++r) {
       seqs[r]->has_h = true;
       ++seqs[r]->len;
-      ++seqs[r]->generated;
+      if (!seqs[r]->prefilling) ++seqs[r]->generated;
     }
   }
 

@@ -328,7 +328,7 @@ inline const std::vector<ConfigField>& train_config_fields() {
     // data
     S("data", "task:addition | task:state_tracking | task:multihop | task:running_sum | task:permutation | task:brackets | path of a text file",
       FBT_T(data));
-    I("task_difficulty", "digits / operations / hops of a reasoning task; modulus / k of S_k / depth cap of a running-state task", FBT_T(task_difficulty));
+    I("task_difficulty", "digits / operations / hops of a reasoning task; modulus / k of S_k / depth cap of a running-state task; null lines / writes per register of a probing task", FBT_T(task_difficulty));
     D("p_full", "share of full-trace solutions in the task data", FBT_T(p_full));
     D("p_compressed", "share of compressed-trace solutions", FBT_T(p_compressed));
     D("p_answer", "share of answer-only solutions", FBT_T(p_answer));
@@ -556,6 +556,8 @@ inline StateTaskConfig state_task_config(const TrainConfig& c) {
 }
 /// Whether a config's data is a running-state task ("task:running_sum" ...).
 inline bool is_state_task_data(const TrainConfig& c) { return c.data.rfind("task:", 0) == 0 && is_state_task(c.data.substr(5)); }
+/// Whether a config's data is a probing task ("task:completion" ...: data/probe_tasks.hpp).
+inline bool is_probe_task_data(const TrainConfig& c) { return c.data.rfind("task:", 0) == 0 && is_probe_task(c.data.substr(5)); }
 /// Whether a config's data is a token file (a path ending in .bin or .npy: io/token_file.hpp).
 inline bool is_token_data(const TrainConfig& c) { return c.data.rfind("task:", 0) != 0 && is_token_file_path(c.data); }
 
@@ -579,6 +581,12 @@ inline void validate_data(const TrainConfig& c) {
       const std::string m = e.what();
       throw Error("invalid training config: " + (m.rfind("fbt: ", 0) == 0 ? m.substr(5) : m));
     }
+  } else if (is_probe_task_data(c)) {
+    const std::string name = c.data.substr(5);
+    const int lo = name == "latest_write" ? 1 : 0, hi = max_probe_task_difficulty(name);
+    if (c.task_difficulty < lo || c.task_difficulty > hi)
+      fail("task_difficulty", "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] for task " + name + " (" +
+                                  (name == "latest_write" ? "writes per register" : "null lines") + "), got " + std::to_string(c.task_difficulty));
   } else if (c.data.rfind("task:", 0) == 0) {
     const std::string name = c.data.substr(5);
     const std::vector<std::string> known = builtin_task_names();

@@ -53,6 +53,7 @@ namespace fbt {
 /// of the model's vocabulary) or a text file (bytes).
 inline std::unique_ptr<DataSource> make_data_source(const TrainConfig& c) {
   if (is_state_task_data(c)) return std::make_unique<StateTaskDataset>(state_task_config(c));
+  if (is_probe_task_data(c)) return std::make_unique<ProbeTaskDataset>(c.data.substr(5), c.task_difficulty);
   if (c.data.rfind("task:", 0) == 0) return std::make_unique<TaskDataset>(task_config(c));
   if (is_token_data(c)) {
     TokenDatasetOptions o;
