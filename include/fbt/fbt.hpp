@@ -44,7 +44,7 @@
 #include "decode/precision_check.hpp"
 #include "io/checkpoint.hpp"
 #include "io/config_json.hpp"
-#include "io/probe_io.hpp"
+#include "train/probe_io.hpp"
 #include "layers/block.hpp"
 #include "layers/concat_fuser.hpp"
 #include "layers/contract.hpp"

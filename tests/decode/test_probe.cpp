@@ -1,4 +1,4 @@
-// The linear probe (train/probe.hpp, io/probe_io.hpp):
+// The linear probe (train/probe.hpp, train/probe_io.hpp):
 //   - the classifier: a hand-solved L2 logistic regression (the stationarity equation, by bisection;
 //     tolerance 1e-6), the Wilson interval against hand-computed values
 //   - the representation: depth 0 and depth L+1 equal the training forward's layer-0 input and final-norm
@@ -13,7 +13,7 @@
 #include <fstream>
 
 #include "common/pass_runner.hpp"
-#include "fbt/io/probe_io.hpp"
+#include "fbt/train/probe_io.hpp"
 
 namespace test_decode_probe {
 

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <limits>
 
-#include "../io/probe_io.hpp"
+#include "../train/probe_io.hpp"
 #include "common.hpp"
 
 namespace fbt {

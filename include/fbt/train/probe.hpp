@@ -16,7 +16,7 @@
 // features z-scored with the training fold's statistics) is scored by k-fold cross-validation that holds
 // out whole groups: accuracy = correct held-out predictions / all items, with a Wilson 95% interval and
 // the chance level (the share of the most frequent label). Reading items from JSONL and writing the
-// result as JSON: io/probe_io.hpp.
+// result as JSON: train/probe_io.hpp.
 #pragma once
 
 #include <algorithm>

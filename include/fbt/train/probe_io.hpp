@@ -1,12 +1,12 @@
-// fbt/io/probe_io.hpp: probe items from JSONL and a probe's result as JSON (train/probe.hpp).
+// fbt/train/probe_io.hpp: probe items from JSONL and a probe's result as JSON (train/probe.hpp).
 #pragma once
 
 #include <fstream>
 #include <string>
 #include <vector>
 
-#include "../train/probe.hpp"
-#include "json.hpp"
+#include "probe.hpp"
+#include "../io/json.hpp"
 
 namespace fbt {
 
