@@ -1,5 +1,5 @@
 // benchmarks/bench_kernels.cpp (bench_kernels): Google Benchmark microbenchmarks of fbt's kernels at the
-// shapes of one training step of the two bench_e2e configs (issue 4), float, one thread:
+// shapes of one training step of the two bench_e2e configs, float, one thread:
 //   tiny  = D 128, 4 heads (4 kv), hs 32, SwiGLU 384, T 128, batch 16   (N = B*T = 2048 rows)
 //   small = D 256, 8 heads (4 kv), hs 32, SwiGLU 768, T 256, batch 8    (N = 2048 rows)
 //   vocabulary 257 (bytes + document separator).

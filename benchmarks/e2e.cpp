@@ -7,7 +7,7 @@
 // Prints one JSON line per measure: median and spread of R timed repetitions (after W warm-ups), tokens/s,
 // model FLOPs per token, achieved GFLOP/s and the process's peak resident memory. Run one measure per
 // process (the driver benchmarks/run_e2e.py does, alternating with the PyTorch peer) so peak RSS is
-// that measure's own. Configs (issue 4): tiny = D 128, 4 layers, 4 heads (4 kv), SwiGLU 384, T 128,
+// that measure's own. Configs: tiny = D 128, 4 layers, 4 heads (4 kv), SwiGLU 384, T 128,
 // batch 16; small = D 256, 6 layers, 8 heads (4 kv), SwiGLU 768, T 256, batch 8; byte vocabulary (257).
 // Measures: train (baseline step: forward, backward, AdamW), fbt_k1, kpass2, kpass3 (glu model, no detach,
 // sigma 0.02, uniform prefix), kpass3_g1 (grad_passes 1), mix (33 steps: 25 x K=1, 7 x K=2, 1 x K=3, in a
@@ -30,6 +30,7 @@
 #include "fbt/io/checkpoint.hpp"
 #include "fbt/model/parallel_step.hpp"
 #include "fbt/train/adamw.hpp"
+#include "fbt/train/train_config.hpp"
 
 using namespace fbt;
 
@@ -177,6 +178,7 @@ int main(int argc, char** argv) try {
   for (int i = 1; i < argc; ++i)
     if (!std::strcmp(argv[i], "--help")) {
       std::printf("bench_e2e --config tiny|small --threads N --measure M [--reps R] [--warmup W] [--batch B] [--seq T] [--precision fp32|bf16]\n"
+                  "          [--sliding_window W [--window_pattern SSSL]]   (decode measures also print the KV cache bytes to stderr)\n"
                   "bench_e2e --save-init DIR [--config C] | --dump-check DIR\n"
                   "measures: train fbt_k1 kpass2 kpass3 kpass3_g1 mix forward decode_standard_128 decode_soft_128\n"
                   "          decode_standard_1024 decode_soft_1024 prefill_fused1 sgemm soft_overhead_128 soft_overhead_1024\n");
@@ -193,6 +195,10 @@ int main(int argc, char** argv) try {
   Bench b = make_config(cfg);
   b.B = std::stoi(arg(argc, argv, "--batch", std::to_string(b.B)));
   b.T = std::stoi(arg(argc, argv, "--seq", std::to_string(b.T)));
+  if (const int W = std::stoi(arg(argc, argv, "--sliding_window", "0")); W > 0) {  // sliding-window layers (nanochat's pattern)
+    b.model.sliding_window = W;
+    b.model.layer_types = window_pattern_layer_types(arg(argc, argv, "--window_pattern", "SSSL"), b.model.num_hidden_layers);
+  }
   const double fwd_flops = forward_flops_per_token(b.model, b.T);
   double tokens_per_rep = double(b.B) * b.T, flops_per_token = 3 * fwd_flops;
   Timing t;
@@ -271,6 +277,9 @@ int main(int argc, char** argv) try {
       t.ms.clear();
       for (int rep = 0; rep < warmup + reps; ++rep) {
         auto s = dec.new_sequence(ctx + steps, soft ? DecodeModeSpec::parse("soft") : DecodeModeSpec{});
+        if (rep == 0)
+          std::fprintf(stderr, "bench_e2e: KV cache of one sequence of %d positions: %zu bytes (sliding_window %d)\n", ctx + steps,
+                       (s.k.size() + s.v.size()) * sizeof(float), mc.sliding_window);
         dec.prefill(s, prompt.data(), ctx, logits.data());
         auto* sp = &s;
         const auto a = std::chrono::steady_clock::now();

@@ -12,8 +12,8 @@ Reads each RESULTS_DIR/e2e.json (written by benchmarks/run_e2e.py) and prints, i
   1. the side-by-side table (fbt vs the PyTorch peer, median [p25-p75], speedup median (range), peak RSS),
      one row per (config, threads, measure, precision, peer);
   2. the targets, each computed from the same runs: every training step kind (train, kpass3, kpass3_g1) >=
-     1.5x eager torch and >= 1.2x torch.compile in fp32 and >= 1.0x eager torch autocast in bf16 (issue 13;
-     issue 4 asked 1.5x of the fp32 train step), share of the SGEMM ceiling (>= 80% for small at 1 thread;
+     1.5x eager torch and >= 1.2x torch.compile in fp32 and >= 1.0x eager torch autocast in bf16 (the
+     first target asked 1.5x of the fp32 train step), share of the SGEMM ceiling (>= 80% for small at 1 thread;
      same run, same thread count), K-pass step vs K single-pass steps,
      grad_passes = 1 vs (K-1) forwards + one step, soft vs standard decode, decode latency vs the peer, peak
      memory vs the peer;
@@ -189,7 +189,7 @@ def main():
     cpu_header(r["_cpu"] for k, r in rows.items() if k[3] == "fp32")
     print("| target | config | threads | measured | met |")
     print("|---|---|---:|---|---|")
-    # issue 13: every training step kind >= 1.5x eager torch and >= 1.2x torch.compile (fp32); in bf16 at
+    # every training step kind >= 1.5x eager torch and >= 1.2x torch.compile (fp32); in bf16 at
     # least torch autocast's eager tokens/s (>= 1.0x)
     goals = {("fp32", "torch"): 1.5, ("fp32", "torch.compile"): 1.2, ("bf16", "torch"): 1.0}
     for m in ["train", "kpass3", "kpass3_g1"]:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""run_e2e.py: fbt against its PyTorch peer, end to end, in the same run (issue 4).
+"""run_e2e.py: fbt against its PyTorch peer, end to end, in the same run.
 
 For every (config, threads, measure) it runs fbt's bench_e2e and the peer (benchmarks/peer/bench_peer.py:
 eager "torch" and, where it works here, "torch.compile") alternately, each in a fresh process, in each

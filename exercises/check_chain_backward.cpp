@@ -3,15 +3,18 @@
 // Includes <chain_backward.hpp> with ANGLE brackets, so the include path picks the file under test:
 //   target exercise_chain_backward_student   -I exercises/ (or a hand-in folder)  -> your chain_backward.hpp
 //   target exercise_chain_backward_solution / _mutant_<bug>: the teacher's solution, or a mutant of it
-// Toy chain (exercises/given/toy_chain.hpp) in double, D = 4, lambda = 0.5 (so c_j != 1 from K = 2 on).
-//   1. a LADDER of cases, each reported before the next: K = 1; K = 2, one sequence; K = 2, two sequences;
-//      K = 3, two sequences. Each compares dA, dW, dX with central finite differences of the whole K-pass
+// Toy chain (exercises/given/toy_chain.hpp) in double, lambda = 0.5 (so c_j != 1 from K = 2 on), with the sizes
+// and data drawn from the run's seed (printed on the first line; `--seed N` repeats a run): D in 3..6, T in 2..6
+// positions per case, B in 2..3 sequences, K in 3..4 for the longest chain.
+//   1. a LADDER of cases, each reported before the next: K = 1, one sequence; K = 2, one sequence; K = 2, B
+//      sequences; K = 3 or 4, B sequences; then T = 1 (one position per sequence: nothing is fed back, so every
+//      pass equals the first). Each compares dA, dW, dX with central finite differences of the whole K-pass
 //      loss (tests/common/gradcheck.hpp; PASS when rel err < 1e-6 and the gradient is not all zero).
 //      For the first failing case it prints where dX is wrong, per (pass whose loss it is, position), from
 //      finite differences of the chain cut after each pass, and compares with the detach gradient (finite
 //      differences of the chain with the fed-back states held fixed).
 //   2. the gradients accumulate (+=): called on buffers that already hold values, each of dX, dA, dW must
-//      receive the same amount as from zero;
+//      receive the same amount as from zero (the sizes of case 4);
 //   3. (given code, lesson 1's claim) the chain is a Jacobi iteration: pass k equals the token-by-token
 //      recurrence H*[t] = tanh(A x_t + W H*[t-1]) exactly at t <= max(p, 1) + k - 1 = k (invariant 1 with
 //      p = 0: position 1 is plain in every pass), and delta_k = rms(H_k - H_{k-1}) reaches 0 once k > T.
@@ -42,12 +45,13 @@ using fbt_course_check::fmt;
 
 namespace {
 
-constexpr int D = 4, Bmax = 2, Tn = 5;
+int D = 0;                          // drawn per run
+constexpr int Bmax = 3, Tmax = 6;   // the largest case's sizes: the data is drawn for them once
 constexpr double kLambda = 0.5;
-constexpr int kMaxPoints = 10;  // the rubric: the ladder's cases 2 + 3 + 2 + 2, accumulation 1
+constexpr int kMaxPoints = 10;  // the rubric: the ladder's cases 2 + 2 + 2 + 2 + 1, accumulation 1
 
 void report(const std::string& what, bool ok, const std::string& detail, int points = 0) {
-  fbt_course_check::report(what, ok, detail, points, 40);
+  fbt_course_check::report(what, ok, detail, points, 48);
 }
 double max_abs(const std::vector<double>& v) {
   double m = 0;
@@ -68,17 +72,17 @@ struct Grads {
 
 /// One rung of the ladder.
 struct Case {
-  const char* name;
-  int B, K;
+  std::string name;
+  int B, T, K;
   int points;
 };
 
-// the data: one draw for the largest case; a case with B = 1 uses the first sequence
-std::vector<double> gA(D * D), gW(D * D), gX(Bmax * Tn * D), gR(Bmax * Tn * D);
+// the data: one draw for the largest sizes; a smaller case uses the first B * T rows
+std::vector<double> gA, gW, gX, gR;  // (D, D), (D, D), (Bmax * Tmax, D), (Bmax * Tmax, D)
 
-ToyChain<double> chain(int B, int K, double lambda) {
+ToyChain<double> chain(int B, int T, int K, double lambda) {
   ToyChain<double> p;
-  p.B = B, p.T_ = Tn, p.D = D, p.K = K, p.lambda = lambda, p.A = gA.data(), p.W = gW.data();
+  p.B = B, p.T_ = T, p.D = D, p.K = K, p.lambda = lambda, p.A = gA.data(), p.W = gW.data();
   return p;
 }
 Grads zero_grads(int N) { return Grads{std::vector<double>(std::size_t(N) * D, 0.0), std::vector<double>(D * D, 0.0), std::vector<double>(D * D, 0.0)}; }
@@ -157,10 +161,10 @@ std::vector<double> fd_detach_dX(const ToyChain<double>& p) {
 /// sum over passes 1..k, so pass k's part is the difference of two cuts. dx_of(chain) gives the dX of a chain.
 template <class Fn> std::vector<std::vector<double>> per_pass_dX(const Case& cs, Fn dx_of) {
   std::vector<std::vector<double>> parts;
-  std::vector<double> prev(std::size_t(cs.B) * Tn * D, 0.0);
+  std::vector<double> prev(std::size_t(cs.B) * cs.T * D, 0.0);
   for (int k = 1; k <= cs.K; ++k) {
     const double lambda_k = cs.K > 1 ? kLambda * double(k - 1) / double(cs.K - 1) : kLambda;  // c_j = lambda / (K - 1) kept
-    const std::vector<double> cur = dx_of(chain(cs.B, k, lambda_k));
+    const std::vector<double> cur = dx_of(chain(cs.B, cs.T, k, lambda_k));
     std::vector<double> part(cur.size());
     for (std::size_t i = 0; i < cur.size(); ++i) part[i] = cur[i] - prev[i];
     parts.push_back(part), prev = cur;
@@ -176,11 +180,11 @@ std::vector<std::vector<bool>> error_map(const Case& cs) {
   for (const auto& r : ref) scale = std::max(scale, max_abs(r));
   std::printf("  where dX is wrong (x) or right (.), by the pass whose loss term it comes from and the position t\n");
   std::printf("  (| between sequences):\n");
-  std::vector<std::vector<bool>> wrong(cs.K, std::vector<bool>(std::size_t(cs.B) * Tn, false));
+  std::vector<std::vector<bool>> wrong(cs.K, std::vector<bool>(std::size_t(cs.B) * cs.T, false));
   for (int j = 0; j < cs.K; ++j) {
     std::string row;
-    for (int n = 0; n < cs.B * Tn; ++n) {
-      if (n > 0 && n % Tn == 0) row += " |";
+    for (int n = 0; n < cs.B * cs.T; ++n) {
+      if (n > 0 && n % cs.T == 0) row += " |";
       double d = 0;
       for (int k = 0; k < D; ++k) d = std::max(d, std::abs(mine[j][n * D + k] - ref[j][n * D + k]));
       wrong[j][n] = d > 1e-6 * scale;
@@ -193,19 +197,29 @@ std::vector<std::vector<bool>> error_map(const Case& cs) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const std::uint64_t seed = fbt_course_check::run_seed(argc, argv);
   fbt_course_check::install_crash_guard("chain_backward", kMaxPoints);
-  std::printf("exercise E2: backward of a K-pass chain (T = %d positions per sequence, D = %d, lambda = %g, double)\n", Tn, D, kLambda);
-  fbt::Rng rng(7);
+  fbt::Rng rng(seed);
+  using fbt_course_check::draw;
+  D = draw(rng, 3, 6);
+  const int T1 = draw(rng, 2, Tmax), T2 = draw(rng, 2, Tmax), T3 = draw(rng, 2, Tmax), T4 = draw(rng, 2, Tmax);
+  const int B = draw(rng, 2, Bmax), K4 = draw(rng, 3, 4);
+  std::printf("exercise E2: backward of a K-pass chain (D = %d, lambda = %g, double; T positions per sequence, drawn per case)\n", D, kLambda);
+  gA.resize(std::size_t(D) * D), gW.resize(std::size_t(D) * D), gX.resize(std::size_t(Bmax) * Tmax * D), gR.resize(gX.size());
   fbt_test::randn(gA.data(), gA.size(), rng, 0.6);
   fbt_test::randn(gW.data(), gW.size(), rng, 0.6);
   fbt_test::randn(gX.data(), gX.size(), rng);
   fbt_test::randn(gR.data(), gR.size(), rng);
 
   std::printf("1. the ladder: dA, dW, dX against central finite differences (PASS: rel err < 1e-6, gradient not all zero)\n");
-  const Case cases[] = {{"K = 1 (one pass, no carry)", 1, 1, 2}, {"K = 2, one sequence", 1, 2, 3}, {"K = 2, two sequences", 2, 2, 2},
-                        {"K = 3, two sequences", 2, 3, 2}};
-  constexpr int kCases = 4;
+  auto sz = [](int B_, int T_) { return "B = " + std::to_string(B_) + ", T = " + std::to_string(T_); };
+  const Case cases[] = {{"K = 1, " + sz(1, T1) + " (no carry)", 1, T1, 1, 2},
+                        {"K = 2, " + sz(1, T2) + " (one sequence)", 1, T2, 2, 2},
+                        {"K = 2, " + sz(B, T3) + " (sequences)", B, T3, 2, 2},
+                        {"K = " + std::to_string(K4) + ", " + sz(B, T4), B, T4, K4, 2},
+                        {"K = " + std::to_string(K4) + ", " + sz(B, 1) + " (nothing fed back)", B, 1, K4, 1}};
+  constexpr int kCases = 5;
 #ifdef FBT_COURSE_HAVE_REFERENCE
   using fbt_course_reference::kChainBugs;
   bool matches[kChainBugs];
@@ -217,7 +231,7 @@ int main() {
   bool is_detach = false;                // the first failing case's gradient equals the detach gradient
   for (int ci = 0; ci < kCases; ++ci) {
     const Case& cs = cases[ci];
-    ToyChain<double> p = chain(cs.B, cs.K, kLambda);
+    ToyChain<double> p = chain(cs.B, cs.T, cs.K, kLambda);
     const Grads g = student(p);
     all_zero = all_zero && max_abs(g.dX) == 0 && max_abs(g.dA) == 0 && max_abs(g.dW) == 0;
     auto f = [&]() {
@@ -227,7 +241,7 @@ int main() {
     const double eA = fbt_test::check_gradient(f, gA.data(), g.dA.data(), gA.size()).err;
     const double eW = fbt_test::check_gradient(f, gW.data(), g.dW.data(), gW.size()).err;
     const double eX = fbt_test::check_gradient(f, gX.data(), g.dX.data(), g.dX.size()).err;  // the first B sequences
-    const bool ok = eA < 1e-6 && eW < 1e-6 && eX < 1e-6 && max_abs(g.dA) > 1e-9 && max_abs(g.dX) > 1e-9 && (cs.K == 1 || max_abs(g.dW) > 1e-9);
+    const bool ok = eA < 1e-6 && eW < 1e-6 && eX < 1e-6 && max_abs(g.dA) > 1e-9 && max_abs(g.dX) > 1e-9 && (cs.K == 1 || cs.T == 1 || max_abs(g.dW) > 1e-9);  // dW is 0 when nothing is fed back
     report("case " + std::to_string(ci + 1) + ": " + cs.name, ok, fmt("rel err dA %.1e  dW %.1e  dX %.1e", eA, eW, eX), cs.points);
 #ifdef FBT_COURSE_HAVE_REFERENCE
     for (int b = 1; b < kChainBugs; ++b) matches[b] = matches[b] && same(g, reference(p, fbt_course_reference::ChainBug(b)));
@@ -245,13 +259,13 @@ int main() {
     }
   }
 
-  std::printf("2. gradients accumulate (+=): on buffers that already hold values, each gradient adds the same amount (K = 3, two sequences)\n");
+  std::printf("2. gradients accumulate (+=): on buffers that already hold values, each gradient adds the same amount (case 4)\n");
   std::string overwritten;  // the gradients that do not add to what their buffer held
   {
-    ToyChain<double> p = chain(Bmax, 3, kLambda);
+    ToyChain<double> p = chain(cases[3].B, cases[3].T, cases[3].K, kLambda);
     const Grads from_zero = student(p);
     Grads held = zero_grads(p.N());  // buffers with values in them already
-    fbt::Rng r2(11);
+    fbt::Rng r2(seed + 11);
     fbt_test::randn(held.dX.data(), held.dX.size(), r2), fbt_test::randn(held.dA.data(), held.dA.size(), r2),
         fbt_test::randn(held.dW.data(), held.dW.size(), r2);
     Grads g = held;
@@ -277,7 +291,7 @@ int main() {
 
   std::printf("3. (given code) the chain is a Jacobi iteration: pass k exact for t <= max(p, 1) + k - 1 = k (p = 0), fixed point after T passes\n");
   {
-    const int B = Bmax, N = B * Tn;
+    const int Tn = T4, N = B * Tn;  // the sizes of case 4
     const std::vector<double>&X = gX, &A = gA, &W = gW;
     // the token-by-token recurrence (soft decoding, teacher-forced): H*[b, t] = tanh(A x + W H*[b, t-1]), H*[b, -1] = 0
     std::vector<double> Hs(N * D, 0.0);  // (N, D)
@@ -289,7 +303,7 @@ int main() {
           for (int c = 0; c < D; ++c) z += X[n * D + c] * A[o * D + c] + (t > 0 ? Hs[(n - 1) * D + c] * W[o * D + c] : 0.0);
           Hs[n * D + o] = std::tanh(z);
         }
-    ToyChain<double> longer = chain(B, Tn + 2, 1.0);  // unroll past T
+    ToyChain<double> longer = chain(B, Tn, Tn + 2, 1.0);  // unroll past T
     ToyChainCache<double> lc;
     toy_chain_forward(longer, lc, gX.data(), gR.data());
     for (int k = 1; k <= longer.K; ++k) {
@@ -336,14 +350,14 @@ int main() {
       const Case& cs = cases[first_fail];
       bool pass1_right = true, later_wrong = false, only_boundary = true, any = false, only_last_pass = true;
       for (int j = 0; j < cs.K; ++j)
-        for (int n = 0; n < cs.B * Tn; ++n) {
+        for (int n = 0; n < cs.B * cs.T; ++n) {
           if (!wrong[j][n]) continue;
           any = true;
-          const int t = n % Tn, b = n / Tn;
+          const int t = n % cs.T, b = n / cs.T;
           if (j == 0) pass1_right = false;
           else later_wrong = true;
           if (j < 2) only_last_pass = false;
-          if (!((t == Tn - 1 && b < cs.B - 1) || (t == 0 && b > 0))) only_boundary = false;
+          if (!((t == cs.T - 1 && b < cs.B - 1) || (t == 0 && b > 0))) only_boundary = false;
         }
       if (all_zero)
         diagnosis = "likely: your gradient is all zero: nothing was written to dX, dA, dW", hint = 1;
@@ -364,7 +378,7 @@ int main() {
     }
     std::printf("%s\n", diagnosis.c_str());
     if (first_fail >= 0)
-      std::printf("stuck? read exercises/hints/chain_backward.md, hint %d (first failing case: %s)\n", hint, cases[first_fail].name);
+      std::printf("stuck? read exercises/hints/chain_backward.md, hint %d (first failing case: %s)\n", hint, cases[first_fail].name.c_str());
     else
       std::printf("stuck? read exercises/hints/chain_backward.md, hint %d\n", hint);
   }

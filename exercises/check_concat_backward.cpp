@@ -3,10 +3,12 @@
 // Includes <concat_backward.hpp> with ANGLE brackets, so the include path picks the file under test:
 //   target exercise_concat_backward_student   -I exercises/ (or a hand-in folder)  -> your concat_backward.hpp
 //   target exercise_concat_backward_solution / _mutant_<bug>: the teacher's solution, or a mutant of it
-// In double, with D = 8 and N = 6 rows, weights and gains moved away from their init, and the scalar
-// f = sum_{n,o} w[n, o] u[n, o] (a fixed random w, so du = w), it checks every gradient twice:
+// In double, with sizes and data drawn from the run's seed (printed on the first line; `--seed N` repeats a run:
+// D in 3..8, N = B * T rows with B in 2..3, T in 2..5), weights and gains moved away from their init, and the
+// scalar f = sum_{n,o} w[n, o] u[n, o] (a random w, so du = w), it checks every gradient twice:
 //   1. against central finite differences (tests/common/gradcheck.hpp: err = ||g - g_fd|| / max(||g||, ||g_fd||),
-//      PASS when err < 1e-6 and the gradient is not all zero; a correct backward gives ~1e-10);
+//      PASS when err < 1e-6 and the gradient is not all zero; a correct backward gives ~1e-10), on the N rows and
+//      on one row alone (B = 1, T = 1);
 //   2. against fbt's own concat fuser (ConcatFuser backward + pre_backward), to 1e-10 of its scale;
 // and that the gradients ACCUMULATE (+=) into pre-filled buffers. On a failure it names the mistake when it
 // can: = for += from the accumulation check, the halves of W_c swapped from dW_c, and (with the teacher's
@@ -37,8 +39,8 @@ using namespace fbt_course;
 
 namespace {
 
-constexpr int N = 6, D = 8;
-constexpr int kMaxPoints = 10;  // the rubric: dW_c 2, dg_s 1, dg_g 1, ds 2, de 2 (finite differences), accumulation 2
+int N = 0, D = 0;                // drawn per run: N = B * T rows, D the width
+constexpr int kMaxPoints = 10;  // the rubric: dW_c 2, dg_s 1, dg_g 1, ds 2, de 2 (finite differences), one row 1, accumulation 1
 
 void report(const std::string& what, bool ok, const std::string& detail, int points = 0) {
   fbt_course_check::report(what, ok, detail, points, 30);
@@ -60,10 +62,14 @@ bool all_zero(const std::vector<double>& v) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const std::uint64_t seed = fbt_course_check::run_seed(argc, argv);
   fbt_course_check::install_crash_guard("concat_backward", kMaxPoints);
-  std::printf("exercise E1: backward of the concat fuser u = W_c [N_s(s); N_g(e)]  (N = %d rows, D = %d, double)\n", N, D);
-  fbt::Rng rng(2026);
+  fbt::Rng rng(seed);
+  D = fbt_course_check::draw(rng, 3, 8);
+  const int B = fbt_course_check::draw(rng, 2, 3), T = fbt_course_check::draw(rng, 2, 5);
+  N = B * T;
+  std::printf("exercise E1: backward of the concat fuser u = W_c [N_s(s); N_g(e)]  (N = %d rows: B = %d, T = %d; D = %d, double)\n", N, B, T, D);
   // inputs and parameters, away from init so that no gradient is zero by accident
   std::vector<double> s(N * D), e(N * D);      // (N, D) each
   std::vector<double> w_c(D * 2 * D);          // (D, 2D)
@@ -106,6 +112,31 @@ int main() {
     double gn = 0;
     for (double v : *it.grad) gn += v * v;
     report(it.name, r.err < 1e-6 && std::sqrt(gn) > 1e-8, fmt("rel err %.2e   |g| %.3g", r.err, std::sqrt(gn)), it.points);
+  }
+  {  // one row alone (B = 1, T = 1): its first row of s, e, w
+    std::vector<double> s1(s.begin(), s.begin() + D), e1(e.begin(), e.begin() + D), w1(w.begin(), w.begin() + D);  // (1, D) each
+    auto f1 = [&]() {
+      ConcatCache<double> c;
+      std::vector<double> uf(D);
+      concat_forward(p, c, s1.data(), e1.data(), uf.data(), 1);
+      double acc = 0;
+      for (int i = 0; i < D; ++i) acc += w1[i] * uf[i];
+      return acc;
+    };
+    ConcatCache<double> c1;
+    std::vector<double> u1(D), ds1(D, 0.0), de1(D, 0.0), dw1(w_c.size(), 0.0), dgs1(D, 0.0), dgg1(D, 0.0);
+    concat_forward(p, c1, s1.data(), e1.data(), u1.data(), 1);
+    ConcatGrads<double> g1{dw1.data(), dgs1.data(), dgg1.data()};
+    fbt_course_check::guard("your concat_backward (one row)", "an index out of range with N = 1: is a size fixed somewhere instead of N?");
+    concat_backward(p, c1, s1.data(), e1.data(), w1.data(), ds1.data(), de1.data(), g1, 1);
+    double worst = 0, gn = 0;
+    std::vector<double>* xs[] = {&w_c, &g_s, &g_g, &s1, &e1};
+    std::vector<double>* gs[] = {&dw1, &dgs1, &dgg1, &ds1, &de1};
+    for (int k = 0; k < 5; ++k) {
+      worst = std::max(worst, fbt_test::check_gradient(f1, xs[k]->data(), gs[k]->data(), xs[k]->size()).err);
+      for (double v : *gs[k]) gn += v * v;
+    }
+    report("one row (B = T = 1), all five", worst < 1e-6 && std::sqrt(gn) > 1e-8, fmt("worst rel err %.2e", worst), 1);
   }
 
   std::printf("2. against fbt's ConcatFuser (fbt/layers/concat_fuser.hpp; PASS: max diff < 1e-10 of the gradient's scale)\n");
@@ -168,11 +199,11 @@ int main() {
   }
   const bool nothing = all_zero(ds) && all_zero(de) && all_zero(dw_c) && all_zero(dg_s) && all_zero(dg_g);
   if (nothing)
-    report("all five gradients", false, "the gradient is all zeros: nothing was written to ds, de, dW_c, dg_s, dg_g", 2);
+    report("all five gradients", false, "the gradient is all zeros: nothing was written to ds, de, dW_c, dg_s, dg_g", 1);
   else if (!overwritten.empty())
-    report("all five gradients", false, "a second call did not add: " + overwritten + " overwritten (=), not accumulated (+=)", 2);
+    report("all five gradients", false, "a second call did not add: " + overwritten + " overwritten (=), not accumulated (+=)", 1);
   else
-    report("all five gradients", worst < 1e-12, fmt("max diff %.2e", worst), 2);
+    report("all five gradients", worst < 1e-12, fmt("max diff %.2e", worst), 1);
 
   if (fbt_course_check::score().failures) {  // name the mistake: compare with known wrong variants of the library's gradients
     // dns = du W_c[:, :D], dng = du W_c[:, D:]: what the matrix part sends to the two norms

@@ -5,14 +5,18 @@
 //
 // Includes <gated_residual.hpp> with ANGLE brackets, so the include path picks the file under test
 // (exercises/ or a hand-in folder for the student; the teacher's solution or a mutant of it, generated in the
-// build directory, for the other targets). In double, it checks
-//   (a) the fuser on its own, N = 6 rows, D = 8, weights moved away from their init, the scalar
+// build directory, for the other targets). Its sizes and data are drawn from the run's seed (printed on the first
+// line; `--seed N` repeats a run). In double, it checks
+//   (a) the fuser on its own, N = B * T rows (B in 2..3, T in 2..4), D in 3..8, weights moved away from their
+//       init, the scalar
 //       f = sum_{n,o} w[n, o] u[n, o] (a fixed random w, so du = w):
 //       the parameters' names and shapes; the forward against the formula written out here; each gradient
 //       (dW_g, dW_s, ds, de) against central finite differences (tests/common/gradcheck.hpp: PASS when
-//       rel err < 1e-6 and the gradient is not all zero); accumulation (+=); a detached pass (ds null);
-//   (b) the whole K = 3 step of a tiny Model<double, GatedResidualFuser<double>> against finite
-//       differences, every parameter tensor (fbt::check_step_gradients): the fuser plugs in;
+//       rel err < 1e-6 and the gradient is not all zero); accumulation (+=); a detached pass (ds null); the four
+//       gradients again on one row alone (B = 1, T = 1);
+//   (b) the whole K-pass step (K in 2..4, B in 1..2 sequences of T in 4..8 positions) of a tiny
+//       Model<double, GatedResidualFuser<double>> against finite differences, every parameter tensor
+//       (fbt::check_step_gradients): the fuser plugs in;
 //   (c) the checkpoint round trip of that model: save_model, load_model, the same tensors bit for bit and
 //       the same step objective.
 // On a failure it names the gradient and the tensor at fault: "diagnosis: ..." when a failing gradient equals a
@@ -45,7 +49,9 @@ using Fuser = fbt_course::GatedResidualFuser<double>;
 
 namespace {
 
-constexpr int N = 6, D = 8;
+int N = 0, D = 0;           // drawn per run: N = B * T rows of (a), D the width of (a)
+int g_B = 0, g_T = 0;       // (a)'s B and T
+std::uint64_t g_seed = 0;  // the run's seed
 constexpr int kMaxPoints = 10;  // the rubric: the 2 parameters, forward, dW_g, dW_s, ds, de, +=, (b), (c): 1 each
 
 /// One result line: "  PASS  what  detail".
@@ -76,6 +82,7 @@ double max_abs_diff(const double* a, const double* b, std::size_t n) {
 
 /// The fuser on its own: its parameters in a ParamStore, its Cache in a region, a CPU backend.
 struct Bench {
+  int rows;  // N of this bench
   Fuser fz{[] {
     fbt::FuserArgs args;
     args.hidden_size = D;
@@ -89,7 +96,7 @@ struct Bench {
   static constexpr std::size_t kGuard = 64;
   static constexpr double kMark = 1234.5678;
   double *keep_before = nullptr, *keep_after = nullptr, *temp_before = nullptr, *temp_after = nullptr;
-  Bench() {
+  explicit Bench(int n) : rows(n) {
     fbt_course_check::guard("declare", "an error in declare (r.add with a name, a shape {rows, cols} and an init)");
     fz.declare(fbt::ParamRegistry<double>(ps, "model.feedback."));
     ps.finalize();
@@ -98,7 +105,7 @@ struct Bench {
       keep_before = r.keep.take(kGuard);
       fbt::Carver<double> t = r.temp();
       temp_before = t.take(kGuard);
-      fz.alloc(be, r.keep, t, c, N, true);
+      fz.alloc(be, r.keep, t, c, rows, true);
       keep_after = r.keep.take(kGuard), temp_after = t.take(kGuard);
       r.done(t);
     });
@@ -116,22 +123,51 @@ struct Bench {
   void forward(const double* s, const double* e, double* u) {
     fbt_course_check::guard("your forward, (a)", "a null or too short cache slice: does alloc take every slice forward writes, "
                                                  "n = N * D elements each (keep.take(n) or temp.take(n))?");
-    fz.forward(be, fbt::host_weights(ps), c, s, e, nullptr, u, N);
+    fz.forward(be, fbt::host_weights(ps), c, s, e, nullptr, u, rows);
     fbt_course_check::guard("the checker", "a bug of the checker: please report it");
   }
   void backward(const double* s, const double* e, const double* du, double* ds, double* de) {
     fbt_course_check::guard("your backward, (a)", "a null or too short cache slice: does alloc take every slice backward reads or writes "
                                                   "(its scratch from temp when grad is true)? Or ds used although it is null "
                                                   "(a detached pass)?");
-    fz.backward(be, fbt::host_weights(ps), c, s, e, nullptr, du, ds, de, nullptr, N);
+    fz.backward(be, fbt::host_weights(ps), c, s, e, nullptr, du, ds, de, nullptr, rows);
     fbt_course_check::guard("the checker", "a bug of the checker: please report it");
   }
 };
 
+/// (a), last: the four gradients on one row alone (B = 1, T = 1), with (a)'s weights.
+void check_one_row(const double* W_g, const double* W_s, bool rows_ok) {
+  Bench b(1);
+  std::copy(W_g, W_g + std::size_t(D) * 2 * D, b.ps.value("model.feedback.w_g.weight"));
+  std::copy(W_s, W_s + std::size_t(D) * D, b.ps.value("model.feedback.w_s.weight"));
+  fbt::Rng rng(g_seed + 5);
+  std::vector<double> s(D), e(D), w(D), u(D), ds(D, 0.0), de(D, 0.0);  // (1, D) each
+  fbt_test::randn(s.data(), D, rng), fbt_test::randn(e.data(), D, rng), fbt_test::randn(w.data(), D, rng);
+  auto f = [&]() {
+    std::vector<double> uf(D);
+    b.forward(s.data(), e.data(), uf.data());
+    double acc = 0;
+    for (int i = 0; i < D; ++i) acc += w[i] * uf[i];
+    return acc;
+  };
+  b.ps.zero_grad();
+  b.forward(s.data(), e.data(), u.data());
+  b.backward(s.data(), e.data(), w.data(), ds.data(), de.data());
+  std::vector<double> dW_g(b.ps.grad("model.feedback.w_g.weight"), b.ps.grad("model.feedback.w_g.weight") + 2 * D * D);
+  std::vector<double> dW_s(b.ps.grad("model.feedback.w_s.weight"), b.ps.grad("model.feedback.w_s.weight") + D * D);
+  double worst = 0;
+  worst = std::max(worst, fbt_test::check_gradient(f, b.ps.value("model.feedback.w_g.weight"), dW_g.data(), dW_g.size()).err);
+  worst = std::max(worst, fbt_test::check_gradient(f, b.ps.value("model.feedback.w_s.weight"), dW_s.data(), dW_s.size()).err);
+  worst = std::max(worst, fbt_test::check_gradient(f, s.data(), ds.data(), ds.size()).err);
+  worst = std::max(worst, fbt_test::check_gradient(f, e.data(), de.data(), de.size()).err);
+  report("one row (B = 1, T = 1): the four", worst < 1e-6, fmt("worst rel err %.2e", worst));
+  if (!(worst < 1e-6) && rows_ok) findings.say("likely: one row alone (N = 1) is wrong although N rows may pass: is a size fixed somewhere instead of N?", 1);
+}
+
 /// (a) the fuser on its own. Returns false when its parameters are not there (nothing else can run).
 bool check_fuser() {
-  std::printf("(a) the fuser on its own (N = %d rows, D = %d, double)\n", N, D);
-  Bench b;
+  std::printf("(a) the fuser on its own (N = %d rows: B = %d, T = %d; D = %d, double)\n", N, g_B, g_T, D);
+  Bench b(N);
   const char* names[] = {"model.feedback.w_g.weight", "model.feedback.w_s.weight"};
   const fbt::Shape shapes[] = {{D, 2 * D}, {D, D}};
   bool params_ok = true;
@@ -144,7 +180,7 @@ bool check_fuser() {
   findings.a_ran = true;
   double* W_g = b.ps.value(names[0]);  // (D, 2D)
   double* W_s = b.ps.value(names[1]);  // (D, D)
-  fbt::Rng rng(2026);
+  fbt::Rng rng(g_seed + 2026);
   fbt_test::randn(W_g, std::size_t(D) * 2 * D, rng, 0.5);  // away from init: W_s = 0 would zero the state's gradients
   fbt_test::randn(W_s, std::size_t(D) * D, rng, 0.5);
   std::vector<double> s(N * D), e(N * D), w(N * D);  // (N, D) each; f = sum w * u, so du = w
@@ -256,6 +292,7 @@ bool check_fuser() {
   report("writes inside the cache's slices", hit.empty(), hit.empty() ? "guard slices untouched" : "written " + hit);
   if (!hit.empty())
     findings.say("diagnosis: your fuser writes outside its slices (" + hit + "): is a slice shorter than the N * D elements written to it?", 2);
+  check_one_row(W_g, W_s, grads_ok[0] && grads_ok[1] && grads_ok[2] && grads_ok[3]);
   findings.a_ok = fbt_course_check::score().failures == 0;
   return true;
 }
@@ -268,24 +305,25 @@ fbt::ModelConfig tiny_config() {
 }
 
 struct TinyBatch {
-  static constexpr int B = 2, T = 8;
-  std::vector<int> tok = std::vector<int>(B * T), tgt = std::vector<int>(B * T), prefix = std::vector<int>(3 * B, 1);  // (B, T), (B, T), (K, B)
-  std::vector<std::uint8_t> docs = std::vector<std::uint8_t>(B * T, 0);                                                // (B, T)
-  TinyBatch() {
-    fbt::Rng rng(3);
+  int B, T, K;  // drawn per run
+  std::vector<int> tok, tgt, prefix;  // (B, T), (B, T), (K, B)
+  std::vector<std::uint8_t> docs;     // (B, T)
+  TinyBatch(int b, int t, int k) : B(b), T(t), K(k), tok(b * t), tgt(b * t), prefix(k * b, 1), docs(b * t, 0) {
+    fbt::Rng rng(g_seed + 3);
     for (int i = 0; i < B * T; ++i) tok[i] = int(rng.below(32)), tgt[i] = int(rng.below(32));
-    docs[T + 4] = 1;  // a document boundary in row 1
+    docs[(B - 1) * T + T / 2] = 1;  // a document boundary in the last row
   }
   fbt::Batch batch() const { return fbt::Batch{B, T, tok.data(), tgt.data(), docs.data()}; }
 };
 
-/// (b) the K = 3 step of a tiny model through the public API.
+/// (b) the K-pass step of a tiny model through the public API.
 void check_model(fbt::Model<double, Fuser>& m, const TinyBatch& tb) {
-  std::printf("(b) the K = 3 step of a tiny Model<double, GatedResidualFuser<double>> (jitter, prefix 1, a document boundary)\n");
-  fbt::Rng jitter(4);
+  std::printf("(b) the K = %d step of a tiny Model<double, GatedResidualFuser<double>> (B = %d, T = %d; jitter, prefix 1, a document boundary)\n",
+              tb.K, tb.B, tb.T);
+  fbt::Rng jitter(g_seed + 4);
   fbt::StepOptions o;
-  o.K = 3, o.sigma = 0.02, o.rng = &jitter, o.prefix = tb.prefix.data(), o.lambda = 0.7;
-  fbt_course_check::guard("the K = 3 step of the model, (b)",
+  o.K = tb.K, o.sigma = 0.02, o.rng = &jitter, o.prefix = tb.prefix.data(), o.lambda = 0.7;
+  fbt_course_check::guard("the K-pass step of the model, (b)",
                           "a null or too short cache slice in a pass of the model: a pass that does not train (grad false) still runs "
                           "forward, so forward may only write slices alloc always takes; backward's scratch comes from temp when grad is true");
   const int failures_before = fbt_course_check::score().failures;
@@ -330,11 +368,11 @@ void check_checkpoint(fbt::Model<double, Fuser>& m, const TinyBatch& tb) {
     auto objective = [&](fbt::Model<double, Fuser>& x) {
       fbt::Workspace<fbt::Model<double, Fuser>> ws;
       fbt::StepOptions o;
-      o.K = 3, o.prefix = tb.prefix.data(), o.backward = false;
+      o.K = tb.K, o.prefix = tb.prefix.data(), o.backward = false;
       return fbt::multipass_step(x, ws, tb.batch(), o).objective;
     };
     const double a = objective(m), bb = objective(back);
-    report("same K = 3 objective", a == bb, fmt("%.17g vs %.17g", a, bb), 1);
+    report("same K-pass objective", a == bb, fmt("%.17g vs %.17g", a, bb), 1);
   } catch (const std::exception& ex) {
     report("load_model", false, ex.what(), 1);
   }
@@ -350,8 +388,13 @@ void print_diagnosis() {
   std::printf("stuck? read exercises/hints/gated_residual.md, hint %d\n", std::max(1, findings.hint));
 }
 
-int main() {
+int main(int argc, char** argv) {
+  g_seed = fbt_course_check::run_seed(argc, argv);
   fbt_course_check::install_crash_guard("gated_residual", kMaxPoints);
+  fbt::Rng rng(g_seed);
+  D = fbt_course_check::draw(rng, 3, 8);
+  g_B = fbt_course_check::draw(rng, 2, 3), g_T = fbt_course_check::draw(rng, 2, 4), N = g_B * g_T;
+  const int B = fbt_course_check::draw(rng, 1, 2), T = fbt_course_check::draw(rng, 4, 8), K = fbt_course_check::draw(rng, 2, 4);
   std::printf("exercise E5: the gated residual fuser u = e + sigmoid(W_g [s; e]) * (W_s s)\n");
   if (!check_fuser()) {
 #ifdef FBT_EXERCISE_UNSOLVED
@@ -370,8 +413,8 @@ int main() {
   std::printf("note: your file still defines FBT_EXERCISE_UNSOLVED; delete that line\n");
 #endif
   fbt::Model<double, Fuser> m(tiny_config(), 1);
-  fbt::perturb_parameters(m.params, 2);  // away from the init: W_s = 0 would make the state's gradient zero
-  const TinyBatch tb;
+  fbt::perturb_parameters(m.params, g_seed + 2);  // away from the init: W_s = 0 would make the state's gradient zero
+  const TinyBatch tb(B, T, K);
   check_model(m, tb);
   check_checkpoint(m, tb);
   print_diagnosis();

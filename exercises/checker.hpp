@@ -1,5 +1,11 @@
-// exercises/checker.hpp: what the checkers share: the result lines, the score, and a guard that turns a
-// crash into a message.
+// exercises/checker.hpp: what the checkers share: the run's seed, the result lines, the score, and a guard that
+// turns a crash into a message.
+//
+// Every checker draws its sizes and data from one seed per run, printed on its first line
+//     seed 123456789 (this draw again: check_<name>_student --seed 123456789)
+// so that a solution cannot fit one fixed case; `--seed N` reproduces a run exactly. ctest passes a fixed
+// seed (FBT_COURSE_TEST_SEED), so its results do not change from run to run; scripts/grade.sh passes one seed
+// to all the checkers of a grading run and records it in its JSON.
 //
 // Every check prints one line, "  PASS  what  detail" or "  FAIL  what  detail". Some checks carry points
 // (the rubric in docs/course/teaching.md); the checker's last line before its verdict is
@@ -9,14 +15,46 @@
 #pragma once
 
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 
 #include <unistd.h>
 
 namespace fbt_course_check {
+
+/// The run's seed: N from `--seed N` (or `--seed=N`), else a fresh one. Prints it as the first line.
+inline std::uint64_t run_seed(int argc, char** argv) {
+  std::uint64_t seed = 0;
+  bool given = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    std::string v;
+    if (a == "--seed" && i + 1 < argc) v = argv[++i];
+    else if (a.rfind("--seed=", 0) == 0) v = a.substr(7);
+    char* end = nullptr;
+    if (!v.empty()) seed = std::strtoull(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0') {
+      std::printf("usage: %s [--seed N]   (N: a number; without it, each run draws its own)\n", argv[0]);
+      std::exit(2);
+    }
+    given = true;
+  }
+  if (!given) {
+    std::random_device rd;
+    seed = ((std::uint64_t(rd()) << 32) ^ rd()) % 1000000000ull;
+  }
+  const char* name = std::strrchr(argv[0], '/');
+  std::printf("seed %llu (this draw again: %s --seed %llu)\n", (unsigned long long)seed, name ? name + 1 : argv[0], (unsigned long long)seed);
+  std::fflush(stdout);
+  return seed;
+}
+
+/// A whole number drawn uniformly in [lo, hi] (Rng: fbt::Rng or anything with below(n)).
+template <class Rng> int draw(Rng& rng, int lo, int hi) { return lo + int(rng.below(std::uint32_t(hi - lo + 1))); }
 
 struct Score {
   int failures = 0;  // failed checks, with or without points

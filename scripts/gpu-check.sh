@@ -7,6 +7,9 @@
 #     2. run the GPU tests (tests/cuda/test_gpu.cu: each kernel, the backend's reductions, and the
 #        library's K-pass step, AdamW and decoding on fbt::cuda::CudaBackend against the CPU backend); a
 #        skipped test counts as a failure here (a GPU is expected);
+#     2b. train the same tiny run for 20 steps with `fbt train --device cuda` and `--device cpu` (the
+#        nvcc build of the command, fbt_cuda) and compare the per-pass losses of every step (relative
+#        tolerance 1e-2: float on two backends whose kernels sum in different orders);
 #     3. run the benchmark (benchmarks/gpu_bench.cu: train-step tokens/s and decode ms/token at the
 #        ~100M-parameter config D 768, 12 layers, 12 heads, SwiGLU 2048, T 512, B 8, byte vocabulary)
 #        and the PyTorch eager peer on the same GPU (scripts/gpu_peer.py, reusing
@@ -18,7 +21,8 @@
 #
 # Environment: FBT_GPU_BUILD_DIR (build-gpu), FBT_JOBS (all cores), FBT_BENCH_CONFIG (100m; "small" for
 # a quick run), FBT_GPU_SKIP_PEER=1 (no PyTorch run), OUT (where logs go; default build-gpu/check).
-# Exit status: 0 when the build, every GPU test and the benchmark succeeded (the peer may fail: shown).
+# Exit status: 0 when the build, every GPU test, the train comparison and the benchmark succeeded (the peer
+# may fail: shown).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$(pwd)
@@ -70,8 +74,8 @@ if ! cmake -S . -B "$bd" -DCMAKE_BUILD_TYPE=Release -DFBT_WITH_CUDA=ON -DFBT_BUI
   exit 2
 fi
 grep -q "cuda=ON" "$out/configure.log" || { grep "fbt" "$out/configure.log"; echo "gpu-check: CMake did not enable CUDA" >&2; exit 2; }
-log "build test_cuda_gpu gpu_bench (-j $jobs)"
-if ! cmake --build "$bd" --target test_cuda_gpu gpu_bench -j "$jobs" >"$out/build.log" 2>&1; then
+log "build test_cuda_gpu gpu_bench fbt_cuda (-j $jobs)"
+if ! cmake --build "$bd" --target test_cuda_gpu gpu_bench fbt_cuda -j "$jobs" >"$out/build.log" 2>&1; then
   grep -E "error" "$out/build.log" | head -20
   echo "gpu-check: build failed (log: $out/build.log)" >&2
   exit 2
@@ -88,6 +92,31 @@ summary_tests=$(grep -E "^\[  PASSED  \] [0-9]+ test|^\[  FAILED  \] [0-9]+ test
   sed -e 's/, listed below://' -e 's/\[ *//' -e 's/ *\]//' | tr '\n' ' ')
 if grep -q "^\[  SKIPPED \] [0-9]" "$out/gpu_tests.log"; then tests_rc=1; fi  # a GPU machine must run them all
 log "GPU tests: ${summary_tests:-no summary (crash? see $out/gpu_tests.log)} (rc $tests_rc)"
+
+# 2b. the trainer on the GPU: fbt train --device cuda against --device cpu, the same 20 steps
+log "fbt train --device cuda vs --device cpu (20 steps)"
+train_args=(--data task:addition --task_difficulty 2 --hidden_size 64 --num_hidden_layers 2 --num_attention_heads 4 --num_key_value_heads 2
+            --intermediate_size 128 --seq_len 64 --batch_size 8 --steps 20 --warmup_steps 2 --feedback_start 0.25 --eval_every 0
+            --eval_windows 2 --seq_eval_windows 1 --monitor_passes 3 --progress false)
+rm -rf "$out/train_cpu" "$out/train_cuda"
+"$bd/tools/fbt_cuda" train "${train_args[@]}" --device cpu --out_dir "$out/train_cpu" >"$out/train_cpu.log" 2>&1 &&
+  "$bd/tools/fbt_cuda" train "${train_args[@]}" --device cuda --out_dir "$out/train_cuda" >"$out/train_cuda.log" 2>&1 &&
+  python3 - "$out/train_cpu/train.jsonl" "$out/train_cuda/train.jsonl" <<'PY'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+assert len(a) == len(b) == 20, f"steps: cpu {len(a)}, cuda {len(b)}"
+worst = 0.0
+for x, y in zip(a, b):
+    assert x["K"] == y["K"], f"step {x['step']}: K {x['K']} (cpu) vs {y['K']} (cuda)"
+    for la, lb in zip(x["loss"], y["loss"]):
+        worst = max(worst, abs(la - lb) / abs(la))
+print(f"train --device cuda vs cpu: 20 steps, largest relative loss difference {worst:.2e} (tolerance 1e-2)")
+sys.exit(0 if worst < 1e-2 else 1)
+PY
+train_rc=$?
+[[ $train_rc -ne 0 ]] && tail -5 "$out/train_cpu.log" "$out/train_cuda.log" >&2
+log "train --device cuda: rc $train_rc"
 
 # 3. benchmark and peer
 log "gpu_bench --config $cfg"
@@ -136,5 +165,5 @@ for m, key, unit, better_high in (("train", "tokens_per_s", "tokens/s", True), (
     ratio = f"{fa / fb:.2f}x" if fa and fb else "-"
     print(f"{m + ' (' + unit + ')':<26}{sa:>14}{sb:>14}{ratio:>11}")
 PY
-if [[ $tests_rc -ne 0 || $bench_rc -ne 0 ]]; then exit 1; fi
+if [[ $tests_rc -ne 0 || $bench_rc -ne 0 || $train_rc -ne 0 ]]; then exit 1; fi
 exit 0

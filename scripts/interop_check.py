@@ -36,6 +36,10 @@ Hugging Face directories both ways (issue 15, check_hf_dirs): transformers' save
 the baseline and of the full-bandwidth model's plain part loaded by from_pretrained with no missing or
 unexpected keys and transformers' logits equal to fbt's pass 1; the full export read back by fbt.
 
+Sliding-window layers (check_hf_window): a transformers Qwen3 with sliding_window 32 < the probe on a mixed
+stack read by fbt, and an fbt baseline trained with --window_pattern SSL --sliding_window 32 exported to
+transformers: logits within the bound both ways, and HF generate equal to fbt's greedy decode far past the window.
+
 Exit status: 0 every check passed, 1 a check failed, 77 (ctest's skip code) torch is not installed.
 Without transformers the peer checks run and the HF part is reported as SKIP.
 """
@@ -235,10 +239,10 @@ def compare_greedy(rep: Report, name: str, fbt_toks: list, other_toks: list, log
 # --------------------------------------------------------------------------------------- the checks
 
 
-def train(fbt: str, text: str, out_dir: str, fuser: str, steps: int) -> str:
+def train(fbt: str, text: str, out_dir: str, fuser: str, steps: int, model_flags=None) -> str:
     sched = ["--feedback_start", "0.3"] if fuser != "none" else ["--feedback_start", "1"]
     run([fbt, "train", "--data", text, "--fuser", fuser, "--steps", str(steps), "--out_dir", out_dir]
-        + MODEL_FLAGS + TRAIN_FLAGS + sched)
+        + (model_flags or MODEL_FLAGS) + TRAIN_FLAGS + sched)
     return os.path.join(out_dir, "checkpoint")
 
 
@@ -562,6 +566,85 @@ def check_hf_dirs(rep: Report, a, fbt: str, ck_base: str, ck_fb: str, wd: str, p
              f"passes 1-3 logits {'identical' if torch.equal(a3, b3) else 'DIFFER'} to the checkpoint's")
 
 
+WINDOW = 32  # the sliding window of check_hf_window: well inside the probe (460 tokens) and the greedy decodes
+
+
+def check_hf_window(rep: Report, a, fbt: str, text: str, ck_base: str, wd: str, probe: str):
+    """Sliding-window layers (Hugging Face Qwen3's use_sliding_window / sliding_window / layer_types), window
+    32 < the probe's 460 tokens, on mixed stacks. In: transformers writes a Qwen3 of layers sliding, full,
+    sliding with save_pretrained and fbt's logits of the directory must match transformers' (and differ from
+    the same weights with every layer full, so the window is seen). Out: fbt trains a baseline with
+    --window_pattern SSL --sliding_window 32 (sliding, sliding, full: the last layer full, as nanochat's),
+    export --hf loads with from_pretrained with the same layer types, transformers' logits match fbt's, and
+    HF generate equals `fbt sample --mode standard` for 160 tokens (the ring KV cache far past the window)."""
+    import torch
+    try:
+        import transformers
+        from transformers import Qwen3ForCausalLM
+    except ImportError as e:
+        print(f"SKIP: transformers not installed ({e}): the sliding-window checks did not run")
+        rep.skipped += 1
+        return
+    transformers.logging.set_verbosity_error()
+    qc, _ = qwen3_config(read_config(ck_base), transformers)
+    types = ["sliding_attention", "full_attention", "sliding_attention"]
+    over = {"num_hidden_layers": 3, "use_sliding_window": True, "sliding_window": WINDOW, "max_window_layers": 0, "layer_types": types}
+    c = qc.__class__(**{**qc.to_dict(), **over})
+    if list(c.layer_types) != types or c.sliding_window != WINDOW:
+        rep.line(False, "hf window: Qwen3Config", f"did not keep layer_types {types} / sliding_window {WINDOW}: {c.layer_types}, {c.sliding_window}")
+        return
+    torch.manual_seed(7)
+    m = Qwen3ForCausalLM(c).eval()
+    with torch.no_grad():
+        for n_, p_ in m.named_parameters():
+            p_.copy_(torch.randn_like(p_) * (0.3 if "norm" in n_ else 0.05) + (1.0 if "norm" in n_ else 0.0))
+    d = os.path.join(wd, "hf_in_window")
+    m.save_pretrained(d, safe_serialization=True)
+    m, _ = hf_from_pretrained(Qwen3ForCausalLM, d)
+    m.eval()
+    got, tok = fbt_logits(fbt, d, probe, 1, os.path.join(wd, "fbt_logits_hf_in_window.npy"))
+    full = Qwen3ForCausalLM(qc.__class__(**{**qc.to_dict(), "num_hidden_layers": 3, "layer_types": ["full_attention"] * 3})).eval()
+    full.load_state_dict(m.state_dict())
+    with torch.no_grad():
+        ref = m(input_ids=tok[None]).logits[0]
+        ref_full = full(input_ids=tok[None]).logits[0]
+    seen, _ = rel_err(ref_full, ref)
+    check_logits(rep, a, f"hf -> fbt: save_pretrained (window {WINDOW}, layers {'/'.join(t[0].upper() for t in types)}) read by fbt, "
+                         "logits vs transformers'", got[0], ref, f"{tok.numel()} tokens; the same weights without a window differ by {seen:.2e}")
+    rep.line(seen > 100 * a.rtol, "hf -> fbt: the window changes transformers' logits on the probe",
+             f"{seen:.2e} (> 100 x the bound {a.rtol:.1e}), so the check above sees the window")
+    # -- out: fbt trains and exports a windowed baseline
+    flags = list(MODEL_FLAGS)
+    flags[flags.index("--num_hidden_layers") + 1] = "3"
+    flags += ["--window_pattern", "SSL", "--sliding_window", str(WINDOW)]
+    rd = os.path.join(wd, "run_window")
+    if os.path.exists(rd):
+        shutil.rmtree(rd)
+    ck = train(fbt, text, rd, "none", max(1, a.steps // 2), flags)
+    d = os.path.join(wd, "hf_out_window")
+    run([fbt, "export", "--checkpoint", ck, "--hf", d])
+    m, info = hf_from_pretrained(Qwen3ForCausalLM, d)
+    m.eval()
+    miss, unexp = sorted(info.get("missing_keys", [])), sorted(info.get("unexpected_keys", []))
+    want = ["sliding_attention", "sliding_attention", "full_attention"]
+    ok = not miss and not unexp and list(m.config.layer_types) == want and m.config.sliding_window == WINDOW and m.config.use_sliding_window
+    rep.line(ok, "fbt -> hf: export --hf (window_pattern SSL, sliding_window 32) from_pretrained",
+             f"layer_types {list(m.config.layer_types)}, sliding_window {m.config.sliding_window}, use_sliding_window "
+             f"{m.config.use_sliding_window}; missing keys {miss}, unexpected keys {unexp}")
+    ref, tok = fbt_logits(fbt, ck, probe, 1, os.path.join(wd, "fbt_logits_out_window.npy"))
+    with torch.no_grad():
+        got = m(input_ids=tok[None]).logits[0]
+    spread = check_logits(rep, a, "fbt -> hf: transformers' logits of the windowed export vs fbt", got, ref[0], f"{tok.numel()} tokens")
+    gen = m.generation_config
+    gen.eos_token_id, gen.pad_token_id, gen.bos_token_id = None, None, None
+    for pname, prompt in PROMPTS:
+        want_toks = fbt_greedy(fbt, ck, "standard", prompt, a.new_tokens)
+        if a.inject_fault:
+            want_toks[9] = (want_toks[9] + 1) % 256
+        toks, logits = hf_greedy(m, [SEP] + list(prompt.encode()), a.new_tokens)
+        compare_greedy(rep, f"hf generate vs fbt greedy, window {WINDOW}, standard, {pname} prompt", want_toks, toks, logits, 2 * a.rtol * spread)
+
+
 def hf_greedy(model, prompt_ids: list, n: int):
     """HF generate (greedy), one call per document: fbt's decoder restarts position and attention at a
     separator, a plain Qwen3 has no documents, so a separator ends one generate call (eos) and the next
@@ -658,6 +741,7 @@ def main(argv=None) -> int:
         else:
             check_hf(rep, a, fbt, ck_base, wd, ref, tok)
             check_hf_dirs(rep, a, fbt, ck_base, ck_fb, wd, probe)
+            check_hf_window(rep, a, fbt, text, ck_base, wd, probe)
     except Exception as e:  # noqa: BLE001 - a crash is a failure with its reason
         import traceback
         traceback.print_exc()

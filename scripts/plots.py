@@ -19,6 +19,12 @@ configurations stays legible. Legends stand outside the axes: one entry per conf
 the accuracy figure, a second legend of the decoding modes' markers). The accuracy axis is fitted to
 the data, shared by the panels.
 
+    python3 scripts/plots.py --probe PROBE.json [PROBE.json ...] [--out FIG_DIR]
+
+draws probe_accuracy.svg from `fbt probe --out` files: held-out accuracy against depth (0 = the layer-0
+input, L+1 = the final state), one line per prefill mode with its Wilson 95% band, the chance level
+dashed, one panel per file (all items pooled, or --probe_setting N=8: the items of one setting).
+
 A figure whose data no run has is skipped with a note. --runs keeps the runs whose name contains any of
 the given substrings. Needs matplotlib (Debian: python3-matplotlib; pip: matplotlib); exits 77 with a
 message when it is missing (ctest reads 77 as "skipped").
@@ -274,14 +280,62 @@ def plot_accuracy(plt, runs, path) -> bool:
     return True
 
 
+def plot_probe(plt, files: list, path, setting: str = "") -> bool:
+    """Probe accuracy against depth, one line per prefill mode, one panel per `fbt probe --out` file."""
+    data = []
+    for f in files:
+        try:
+            with open(f) as fh:
+                j = json.load(fh)
+        except (OSError, json.JSONDecodeError) as e:
+            raise SystemExit(f"plots.py: {f}: not a probe result ({e})")
+        if not isinstance(j, dict) or "cells" not in j or "depths" not in j:
+            raise SystemExit(f"plots.py: {f}: not a probe result (no cells/depths)")
+        data.append((f, j))
+    if not data:
+        return False
+    fig, axes = plt.subplots(1, len(data), figsize=(4.2 * len(data) + 1.5, 3.4), squeeze=False)
+    markers = ["o", "s", "^", "D", "v", "P"]
+    for ax, (f, j) in zip(axes[0], data):
+        modes = []
+        for c in j["cells"]:
+            if c.get("setting", "") == setting and c["mode"] not in modes:
+                modes.append(c["mode"])
+        for i, m in enumerate(modes):
+            cells = sorted((c for c in j["cells"] if c["mode"] == m and c.get("setting", "") == setting), key=lambda c: c["depth"])
+            x = [c["depth"] for c in cells]
+            ax.plot(x, [c["accuracy"] for c in cells], marker=markers[i % len(markers)], label=m, lw=1.4, ms=4)
+            ax.fill_between(x, [c["ci95"][0] for c in cells], [c["ci95"][1] for c in cells], alpha=0.15)
+        ax.axhline(j.get("chance", 0.5), color="grey", ls="--", lw=1, label="chance")
+        d = j["depths"]
+        ax.set_xticks(range(d))
+        ax.set_xticklabels([str(k) for k in range(d - 1)] + ["final"], fontsize=7)
+        ax.set_xlabel("depth (0 = layer-0 input)")
+        ax.set_ylabel("held-out accuracy")
+        ax.set_ylim(0, 1.02)
+        ax.set_title(os.path.basename(str(j.get("items", f))) + (f" ({setting})" if setting else ""), fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7.5, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("out_dirs", nargs="+", help="out_dir(s) of fbt ablate grids")
+    ap.add_argument("out_dirs", nargs="*", help="out_dir(s) of fbt ablate grids")
+    ap.add_argument("--probe", nargs="*", default=[], help="fbt probe --out JSON files: probe_accuracy figure")
+    ap.add_argument("--probe_setting", default="", help="the items' setting to draw (e.g. N=8; default: all items pooled)")
     ap.add_argument("--out", help="directory for the figures (default: FIRST_OUT_DIR/figures)")
     ap.add_argument("--runs", nargs="*", default=[], help="keep runs whose name contains one of these")
     ap.add_argument("--format", default="svg", choices=["svg", "png"])
     ap.add_argument("--prefix", default="", help="prefix of the figure file names")
     a = ap.parse_args(argv)
+    if not a.out_dirs and not a.probe:
+        ap.error("give out_dir(s) of fbt ablate grids, or --probe FILE.json")
+    if not a.out_dirs and not a.out:
+        ap.error("--probe without an out_dir needs --out FIG_DIR")
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -293,10 +347,13 @@ def main(argv=None) -> int:
     if a.format == "svg":
         matplotlib.rcParams["svg.hashsalt"] = "fbt"  # stable ids: the same data gives the same file
         matplotlib.rcParams["svg.fonttype"] = "none"
-    runs = load_runs(a.out_dirs, a.runs)
+    runs = load_runs(a.out_dirs, a.runs) if a.out_dirs else []
     out = a.out or os.path.join(a.out_dirs[0], "figures")
     os.makedirs(out, exist_ok=True)
-    for stem, fn in (("val_loss_vs_tokens", plot_val_loss), ("contraction", plot_contraction), ("accuracy_vs_trace", plot_accuracy)):
+    figures = [("val_loss_vs_tokens", plot_val_loss), ("contraction", plot_contraction), ("accuracy_vs_trace", plot_accuracy)] if a.out_dirs else []
+    if a.probe:
+        figures.append(("probe_accuracy", lambda plt_, _runs, path: plot_probe(plt_, a.probe, path, a.probe_setting)))
+    for stem, fn in figures:
         path = os.path.join(out, f"{a.prefix}{stem}.{a.format}")
         tmp = path + ".tmp." + a.format
         if fn(plt, runs, tmp):

@@ -93,7 +93,7 @@ class Config:
         return d
 
 
-# The benchmark configurations of issue 4 (byte vocabulary 257).
+# The benchmark configurations (byte vocabulary 257).
 BENCH_CONFIGS = {
     "tiny": dict(model=dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4,
                             intermediate_size=384), T=128, B=16),

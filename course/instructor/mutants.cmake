@@ -94,3 +94,28 @@ fbt_course_mutant(gated_residual overwrite "diagnosis: de is overwritten \\(=\\)
 fbt_course_mutant(gated_residual gate_in_temp "diagnosis: \\(a\\) passes, \\(b\\) fails: is a cache slice in temp"
   [==[    c.a = keep.take(ND), c.g = keep.take(ND);]==]
   [==[    c.a = keep.take(ND), c.g = temp.take(ND);  // BUG: the gate, which backward reads, in temp]==])
+
+# ---- E6, the backward of the GLU fuser ------------------------------------------------------------------
+fbt_course_mutant(glu_backward no_sigmoid_deriv "diagnosis: the sigmoid's derivative is missing"
+  [==[    dpre[i] = du[i] * cache.a[i] * gate * (T(1) - gate);  // sigmoid'(pre) = gate (1 - gate)]==]
+  [==[    dpre[i] = du[i] * cache.a[i];  // BUG: no sigmoid'(pre)]==])
+fbt_course_mutant(glu_backward swap_inputs "diagnosis: the inputs of the two matrices are swapped in dW_U and dW_G"
+  [==[        g.w_u[std::size_t(o) * D + c] += da_no * s[std::size_t(n) * D + c];]==]
+  [==[        g.w_u[std::size_t(o) * D + c] += da_no * cache.ng[std::size_t(n) * D + c];  // BUG: W_G's input]==]
+  [==[        g.w_g[std::size_t(o) * D + c] += dp_no * cache.ng[std::size_t(n) * D + c];]==]
+  [==[        g.w_g[std::size_t(o) * D + c] += dp_no * s[std::size_t(n) * D + c];  // BUG: W_U's input]==])
+fbt_course_mutant(glu_backward transpose_wu "diagnosis: dW_U is transposed"
+  [==[        g.w_u[std::size_t(o) * D + c] += da_no * s[std::size_t(n) * D + c];]==]
+  [==[        g.w_u[std::size_t(c) * D + o] += da_no * s[std::size_t(n) * D + c];  // BUG: transposed]==])
+fbt_course_mutant(glu_backward no_mean "diagnosis: the RMSNorm backward of N_g misses its mean term"
+  [==[      de[std::size_t(n) * D + c] += r * (dngr[c] * p.g_g[c] - ehat * proj);]==]
+  [==[      de[std::size_t(n) * D + c] += r * dngr[c] * p.g_g[c];  // BUG: no mean term
+      (void)proj;]==])
+fbt_course_mutant(glu_backward no_gain "diagnosis: the RMSNorm backward of N_g misses the gain g_g"
+  [==[    for (int c = 0; c < D; ++c) proj += dngr[c] * p.g_g[c] * er[c] * r / T(D);]==]
+  [==[    for (int c = 0; c < D; ++c) proj += dngr[c] * er[c] * r / T(D);  // BUG: no gain]==]
+  [==[      de[std::size_t(n) * D + c] += r * (dngr[c] * p.g_g[c] - ehat * proj);]==]
+  [==[      de[std::size_t(n) * D + c] += r * (dngr[c] - ehat * proj);  // BUG: no gain]==])
+fbt_course_mutant(glu_backward overwrite "diagnosis: de is overwritten \\(=\\), not accumulated \\(\\+=\\)"
+  [==[      de[std::size_t(n) * D + c] += r * (dngr[c] * p.g_g[c] - ehat * proj);]==]
+  [==[      de[std::size_t(n) * D + c] = r * (dngr[c] * p.g_g[c] - ehat * proj);  // BUG: = instead of +=]==])

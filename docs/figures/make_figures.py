@@ -271,7 +271,7 @@ def fig_contraction():
 # (e) the backward of the K-pass chain through shift_right (exercise E2; spec section 3)
 # ------------------------------------------------------------------------------------------------
 def fig_backward():
-    """The notation of exercises/given/toy_chain.hpp and exercises/solutions/chain_backward.hpp, with
+    """The notation of exercises/given/toy_chain.hpp and course/instructor/solutions/chain_backward.hpp, with
     positions counted from 1 as in the lessons (the code's t = 0 is position 1 here)."""
     B, T, K = 2, 5, 3
     RED = "#b02020"      # gradient (the backward)

@@ -49,79 +49,41 @@ template <class T> struct LowRankFuser {
 };
 
 // ---- a block: the standard pre-norm block whose attention output is scaled by a learned per-channel
-// gate, 2 sigmoid(g) (block "gated_attn", option gate_init: the gate's value at init, 1 = the plain block) --
-template <class T> struct GatedAttention : fbt::CausalSelfAttention<T> {
-  using Base = fbt::CausalSelfAttention<T>;
-  using Base::Base;
+// gate, 2 sigmoid(g) (block "gated_attn", option gate_init: the gate's value at init, 1 = the plain block).
+// Only attention's output stage changes (fbt/layers/attention.hpp "stages"): y += o (s * Wo)^T with
+// s = 2 sigmoid(g) (D) scaling the rows of o_proj, which is s * (o Wo^T); backend ops only, so every backend runs it --
+template <class T> struct GatedOutput : fbt::OutProjection<T> {
+  using Base = fbt::OutProjection<T>;
+  using Base::Base, Base::D, Base::QD, Base::wo;
   double gate_init = 1.0;
-  std::size_t g = 0;  // offset of g (D)
-
-  struct Cache : Base::Cache {
-    T* t;   // (N, D)  the ungated attention output
-    T* dt;  // (N, D)  backward's scratch (temporary)
-  };
-  struct DecodeCache : Base::DecodeCache {
-    T* t;  // (R, D)
-  };
-
-  void declare(const fbt::ParamRegistry<T>& r) {
-    Base::declare(r);
-    g = r.add("gate.weight", {this->D}, fbt::Init::Constant, std::log(gate_init / (2.0 - gate_init)));  // 2 sigmoid(g) = gate_init
+  std::size_t g = 0;                                        // offset of g (D), initialised so that 2 sigmoid(g) = gate_init
+  struct Cache : Base::Cache { T *sg, *ws, *dws, *ds; };    // (D) sigmoid(g), (D, QD) s * Wo; backward's scratch (D, QD), (D)
+  using DecodeCache = Cache;
+  void declare(const fbt::ParamRegistry<T>& r) { Base::declare(r), g = r.add("gate.weight", {D}, fbt::Init::Constant, std::log(gate_init / (2 - gate_init))); }
+  template <class Be> void alloc(const Be&, fbt::Carver<T>& keep, fbt::Carver<T>& temp, Cache& c, int, bool) const {
+    c.sg = keep.take(D), c.ws = keep.take(std::size_t(D) * QD), c.dws = temp.take(std::size_t(D) * QD), c.ds = temp.take(D);
   }
-  template <class Be> void alloc(const Be& be, fbt::Carver<T>& keep, fbt::Carver<T>& temp, Cache& c, int B, int Tn, bool grad) const {
-    Base::alloc(be, keep, temp, c, B, Tn, grad);
-    const std::size_t N = std::size_t(B) * Tn * this->D;
-    c.t = grad ? keep.take(N) : temp.take(N), c.dt = grad ? temp.take(N) : nullptr;
+  template <class Be> void alloc_decode(const Be& be, fbt::Carver<T>& a, Cache& c, int R) const { alloc(be, a, a, c, R, false); }
+  template <class Be> void forward(Be& be, const fbt::Weights<T>& w, const Cache& c, const T*, const T* o, T* y, int N) const {
+    be.sigmoid(c.sg, w.value + g, D), be.scale_groups(c.ws, w.value + wo, c.sg, 1, D, QD), be.scale(c.ws, 2.0, std::size_t(D) * QD);
+    fbt::linear(be, y, o, c.ws, N, D, QD, QD, true);
   }
-  template <class Be> void alloc_decode(const Be& be, fbt::Carver<T>& a, DecodeCache& c, int R) const {
-    Base::alloc_decode(be, a, c, R);
-    c.t = a.take(std::size_t(R) * this->D);
-  }
-  /// y (N, D) += 2 sigmoid(g) * t,  t = the standard attention's output (the CPU backend: plain loops).
-  template <class Be> void forward(Be& be, const fbt::Weights<T>& w, Cache& c, const T* x, T* y, const fbt::PassShape& s) const {
-    be.zero(c.t, std::size_t(s.N()) * this->D);
-    Base::forward(be, w, c, x, c.t, s);
-    gate_add(w, y, c.t, s.N());
-  }
-  /// dt = 2 sigmoid(g) * dy;  dg += sum over rows of dy * t * 2 sigmoid'(g);  then the attention's backward of dt.
-  template <class Be>
-  void backward(Be& be, const fbt::Weights<T>& w, const Cache& c, const T* dy, T* dx, const T* x, const fbt::PassShape& s) const {
-    const int N = s.N(), D = this->D;
-    for (int d = 0; d < D; ++d) {
-      const T sg = T(1) / (T(1) + std::exp(-w.value[g + d]));
-      T acc = 0;
-      for (int n = 0; n < N; ++n) {
-        const std::size_t i = std::size_t(n) * D + d;
-        c.dt[i] = T(2) * sg * dy[i];
-        acc += dy[i] * c.t[i];
-      }
-      w.grad[g + d] += acc * T(2) * sg * (T(1) - sg);
-    }
-    Base::backward(be, w, c, c.dt, dx, x, s);
-  }
-  template <class Be> void decode(Be& be, const fbt::Weights<T>& w, const DecodeCache& c, const T* x, T* y, const fbt::DecodeStep<T>& st) const {
-    be.zero(c.t, std::size_t(st.R) * this->D);
-    Base::decode(be, w, c, x, c.t, st);
-    gate_add(w, y, c.t, st.R);
-  }
-
- private:
-  void gate_add(const fbt::Weights<T>& w, T* y, const T* t, int N) const {
-    const int D = this->D;
-    for (int d = 0; d < D; ++d) {
-      const T gate = T(2) / (T(1) + std::exp(-w.value[g + d]));
-      for (int n = 0; n < N; ++n) y[std::size_t(n) * D + d] += gate * t[std::size_t(n) * D + d];
-    }
+  template <class Be> void decode(Be& be, const fbt::Weights<T>& w, const Cache& c, const T* x, const T* o, T* y, int R) const { forward(be, w, c, x, o, y, R); }
+  /// d_o += dy (s * Wo);  d(s * Wo) = dy^T o;  dWo += that * s;  ds = sum over QD of that * Wo;  dg += ds * 2 sigmoid'(g).
+  template <class Be> void backward(Be& be, const fbt::Weights<T>& w, const Cache& c, const T*, const T* o, const T* dy, T*, T* d_o, int N) const {
+    be.zero(c.dws, std::size_t(D) * QD), be.zero(c.ds, D), fbt::linear_backward(be, d_o, c.dws, dy, o, c.ws, N, D, QD, QD);
+    be.scale(c.dws, 2.0, std::size_t(D) * QD), be.scale_groups_backward(w.grad + wo, c.ds, c.dws, w.value + wo, c.sg, 1, D, QD);
+    be.sigmoid_backward(w.grad + g, c.ds, c.sg, D);
   }
 };
 
-template <class T> struct GatedBlock : fbt::PreNormBlock<GatedAttention<T>, fbt::SwiGLU<T>> {
-  using Base = fbt::PreNormBlock<GatedAttention<T>, fbt::SwiGLU<T>>;
+template <class T> struct GatedBlock : fbt::PreNormBlock<fbt::Attention<T, fbt::QkvProjection<T>, fbt::AttentionKernel<T>, GatedOutput<T>>, fbt::SwiGLU<T>> {
+  using Base = fbt::PreNormBlock<fbt::Attention<T, fbt::QkvProjection<T>, fbt::AttentionKernel<T>, GatedOutput<T>>, fbt::SwiGLU<T>>;
   static constexpr const char* name = "gated_attn";
   static void declare_options(fbt::OptionList& o) { o.add_real("gate_init", 1.0, 0.01, 1.99, "the attention gate 2 sigmoid(g) at init"); }
   GatedBlock() = default;
-  explicit GatedBlock(const fbt::LayerSpec& s) : Base(s) { this->attn.gate_init = s.options.has("gate_init") ? s.options.get_real("gate_init") : 1.0; }
-  fbt::Options options() const { return {{"gate_init", fbt::OptionValue::of_real(this->attn.gate_init)}}; }
+  explicit GatedBlock(const fbt::LayerSpec& s) : Base(s) { this->attn.out.gate_init = s.options.has("gate_init") ? s.options.get_real("gate_init") : 1.0; }
+  fbt::Options options() const { return {{"gate_init", fbt::OptionValue::of_real(this->attn.out.gate_init)}}; }
 };
 
 // ---- a decoding policy: soft for the first n new tokens, then standard ("soft_first(n)") ---------------

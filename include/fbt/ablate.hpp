@@ -477,7 +477,7 @@ nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run, std::
       res["eval"] = eval_losses_json(e);
       auto& dec = t->decoder();
       const bool fb = M::has_feedback;
-      if (run.cfg.data.rfind("task:", 0) == 0 && !is_state_task_data(run.cfg) && g.task_examples > 0) {  // reasoning tasks: greedy answers
+      if (run.cfg.data.rfind("task:", 0) == 0 && !is_state_task_data(run.cfg) && !is_probe_task_data(run.cfg) && g.task_examples > 0) {  // reasoning tasks: greedy answers
         const TaskConfig task = task_config(run.cfg);
         std::vector<std::string> modes;
         if (g.task_modes.empty()) {
@@ -485,7 +485,7 @@ nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run, std::
           if (fb) modes.insert(modes.end(), {"soft", "fused(1)", "fused(2)"});
         } else {
           for (const auto& md : g.task_modes)
-            if (fb || !DecodeModeSpec::parse(md).feeds_back()) modes.push_back(md);
+            if (fb || !(DecodeModeSpec::parse(md).feeds_back() || DecodeModeSpec::parse(md).prefill_feeds_back())) modes.push_back(md);
         }
         for (int m : g.task_lengths) {  // key "mode@mx": accuracy and median trace at m times the training length
           // trace_tag: task_examples problems at every requested level (the same problems), reported per level too

@@ -26,6 +26,7 @@
 #include "cli/decode.hpp"
 #include "cli/demo.hpp"
 #include "cli/grid.hpp"
+#include "cli/probe.hpp"
 #include "cli/train.hpp"
 
 namespace fbt {
@@ -47,6 +48,7 @@ template <class Fusers, class Blocks> int run_command(int argc, char** argv) {
     if (cmd == "ablate") return cmd_ablate<Fusers, Blocks>(a);
     if (cmd == "logits") return cmd_logits<Fusers, Blocks>(a);
     if (cmd == "export") return cmd_export<Fusers, Blocks>(a);
+    if (cmd == "probe") return cmd_probe<Fusers, Blocks>(a);
     std::fprintf(stderr, "fbt: unknown command \"%s\"\n\n%s", cli::one_line(cmd).c_str(), kUsage);
     return 1;
   } catch (const std::exception& e) {

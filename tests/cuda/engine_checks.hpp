@@ -1,9 +1,9 @@
 // tests/cuda/engine_checks.hpp: the library's step, optimizer and decoder run over a backend `Be` (through
-// fbt::BackendModel<M, Be> and fbt::Decoder<M, Be>) against the same code on the CPU backend: the whole
+// fbt::BackendModel<M, Be>, fbt::BackendOptimizer<M, Be> and fbt::Decoder<M, Be>) against the same code on the CPU backend: the whole
 // K-pass step (per-pass losses, diagnostics, every gradient), AdamW, the grouped Muon / NorMuon step,
 // gradient clipping, and KV-cached decoding (logits of prefill and steps, greedy tokens) in every mode.
 //
-// Used by tests/cuda/test_engine_host.cpp (fbt_test::HostBackend: runs everywhere, in CI) and by
+// Used by tests/cuda/test_engine_host.cpp (fbt::check::HostBackend: runs everywhere, in CI) and by
 // tests/cuda/test_gpu.cu (fbt::cuda::CudaBackend: runs where a GPU exists). Errors are relative:
 // max |backend - reference| / max |reference| per tensor (1e-30 when the reference is all zero).
 // The model type is chosen from the config's fuser (fbt::with_model), so every built-in fuser runs.
@@ -21,6 +21,7 @@
 #include "fbt/decode/decoder.hpp"
 #include "fbt/model/backend_model.hpp"
 #include "fbt/train/adamw.hpp"
+#include "fbt/train/backend_optimizer.hpp"
 #include "fbt/train/clip.hpp"
 #include "fbt/train/muon.hpp"
 
@@ -101,6 +102,7 @@ inline std::string describe(const fbt::ModelConfig& c) {
   if (c.feedback_source == "layer") os << "(" << c.feedback_layer << ")";
   os << " in_norm=" << c.input_norm << " qk=" << c.qk_norm << " tied=" << c.tie_word_embeddings << " z=" << c.z_loss
      << " docs_attn=" << c.doc_attention;
+  if (c.sliding_window > 0) os << " window=" << c.sliding_window << " sliding=" << c.layer_window(0) << "," << c.layer_window(c.num_hidden_layers - 1);
   return os.str();
 }
 inline std::string describe(const fbt::ModelConfig& c, const StepCase& s) {
@@ -204,7 +206,7 @@ template <class Be, class... A> Worst compare_step(const fbt::ModelConfig& cfg, 
   });
 }
 
-/// \brief AdamW (two updates) and clip_grad_norm on Be (BackendModel) against the CPU (ParamStore), from
+/// \brief AdamW (two updates) and clip_grad_norm on Be (BackendOptimizer) against the CPU (ParamStore), from
 /// the same gradients; then download() must bring back the values, moments and step.
 template <class Be, class... A> Worst compare_adamw(const fbt::ModelConfig& cfg, std::uint64_t seed, A&&... be_args) {
   return fbt::with_model<float>(cfg, [&](auto tag) {
@@ -213,27 +215,28 @@ template <class Be, class... A> Worst compare_adamw(const fbt::ModelConfig& cfg,
     randomize_scaled(m, seed + 1);
     fbt::Rng rng(seed + 2);
     fbt::BackendModel<M, Be> dm(m, std::forward<A>(be_args)...);
+    fbt::BackendOptimizer<M, Be> opt(dm);
     fbt::AdamWConfig a;
     a.weight_decay = 0.1;
     Worst worst;
     for (int it = 0; it < 2; ++it) {
       for (std::size_t i = 0; i < m.params.size(); ++i) m.params.grads()[i] = float(rng.normal(0.0, 1e-2 * (it + 1)));
-      dm.backend().upload(dm.weights().grad, m.params.grads(), m.params.size());
-      worst.add(rel_err(dm.grad_global_norm(), fbt::grad_global_norm(m.params)), "grad_global_norm step " + std::to_string(it + 1));
-      const double nc = fbt::clip_grad_norm(m.params, 0.5), nd = dm.clip_grad_norm(0.5);
+      dm.backend().upload(dm.grads(), m.params.grads(), m.params.size());
+      worst.add(rel_err(opt.grad_global_norm(), fbt::grad_global_norm(m.params)), "grad_global_norm step " + std::to_string(it + 1));
+      const double nc = fbt::clip_grad_norm(m.params, 0.5), nd = opt.clip_grad_norm(0.5);
       worst.add(rel_err(nd, nc), "clip_grad_norm step " + std::to_string(it + 1));
       std::vector<float> gd(m.params.size());
       dm.download_grads(gd.data());
       worst.add(rel_err(gd.data(), m.params.grads(), m.params.size()), "clipped gradients step " + std::to_string(it + 1));
       fbt::adamw_update(m.params, a, 3e-3);
-      dm.adamw_update(a, 3e-3);
+      opt.adamw_update(a, 3e-3);
     }
     // download() writes the backend's values, moments and step over the host store
     const std::vector<float> vc(m.params.values(), m.params.values() + m.params.size());
     const std::vector<float> mc(m.params.adam_m(), m.params.adam_m() + m.params.size());
     const std::vector<float> vvc(m.params.adam_v(), m.params.adam_v() + m.params.size());
     m.params.step = 0;
-    dm.download();
+    dm.download(), opt.download();
     for (const auto& sp : m.params.specs()) {
       worst.add(rel_err(m.params.values() + sp.offset, vc.data() + sp.offset, sp.size), "value " + sp.name);
       worst.add(rel_err(m.params.adam_m() + sp.offset, mc.data() + sp.offset, sp.size), "adam_m " + sp.name);
@@ -245,7 +248,7 @@ template <class Be, class... A> Worst compare_adamw(const fbt::ModelConfig& cfg,
 }
 
 /// \brief The grouped step (train/muon.hpp: Muon or NorMuon for the matrices, AdamW for the rest; three
-/// updates, with weight decay) on Be (BackendModel::grouped_update) against the CPU (ParamStore), from the
+/// updates, with weight decay) on Be (BackendOptimizer::grouped_update) against the CPU (ParamStore), from the
 /// same gradients; then download() must bring back the values, both moments, the row moments and the step.
 template <class Be, class... A> Worst compare_grouped(const fbt::ModelConfig& cfg, fbt::MuonVariant variant, std::uint64_t seed, A&&... be_args) {
   return fbt::with_model<float>(cfg, [&](auto tag) {
@@ -254,6 +257,7 @@ template <class Be, class... A> Worst compare_grouped(const fbt::ModelConfig& cf
     randomize_scaled(m, seed + 1);
     fbt::Rng rng(seed + 2);
     fbt::BackendModel<M, Be> dm(m, std::forward<A>(be_args)...);
+    fbt::BackendOptimizer<M, Be> opt(dm);
     fbt::AdamWConfig a;
     a.weight_decay = 0.1;
     fbt::MuonConfig mc;
@@ -261,9 +265,9 @@ template <class Be, class... A> Worst compare_grouped(const fbt::ModelConfig& cf
     fbt::MuonWorkspace<fbt::CpuBackend<float>> ws;
     for (int it = 0; it < 3; ++it) {
       for (std::size_t i = 0; i < m.params.size(); ++i) m.params.grads()[i] = float(rng.normal(0.0, 1e-2 * (it + 1)));
-      dm.backend().upload(dm.weights().grad, m.params.grads(), m.params.size());
+      dm.backend().upload(dm.grads(), m.params.grads(), m.params.size());
       fbt::grouped_update(m.params, a, 3e-3, mc, 2e-2, ws);
-      dm.grouped_update(a, 3e-3, mc, 2e-2);
+      opt.grouped_update(a, 3e-3, mc, 2e-2);
     }
     const bool nor = variant == fbt::MuonVariant::NorMuon;
     const std::size_t nr = m.params.row_moments_size();
@@ -273,7 +277,7 @@ template <class Be, class... A> Worst compare_grouped(const fbt::ModelConfig& cf
     const std::vector<float> rc = nor ? std::vector<float>(m.params.row_moments(), m.params.row_moments() + nr) : std::vector<float>();
     m.params.step = 0;
     if (nor) std::fill(m.params.row_moments(), m.params.row_moments() + nr, -1.f);
-    dm.download();
+    dm.download(), opt.download();
     Worst worst;
     for (const auto& sp : m.params.specs()) {
       worst.add(rel_err(m.params.values() + sp.offset, vc.data() + sp.offset, sp.size), "value " + sp.name);
@@ -356,6 +360,14 @@ inline fbt::ModelConfig hetero_config(const std::string& fuser) {
   return c;
 }
 
+/// A tiny mixed stack with sliding-window layers (Hugging Face layer_types): sliding, full, sliding with W 3,
+/// so that decoding runs the sliding layers' ring caches far past the window.
+inline fbt::ModelConfig window_config(const std::string& fuser) {
+  fbt::ModelConfig c = tiny_config(fuser);
+  c.num_hidden_layers = 3, c.sliding_window = 3, c.layer_types = {"sliding_attention", "full_attention", "sliding_attention"};
+  return c;
+}
+
 /// The configurations the step is checked on: every fuser, and the knobs that change the chain.
 inline std::vector<std::pair<fbt::ModelConfig, StepCase>> step_cases(bool big) {
   std::vector<std::pair<fbt::ModelConfig, StepCase>> out;
@@ -424,6 +436,11 @@ inline std::vector<std::pair<fbt::ModelConfig, StepCase>> step_cases(bool big) {
     StepCase t = s;
     t.detach = true, t.K = 2;
     out.push_back({c, t});
+  }
+  {  // sliding-window layers in a mixed stack (W 3, or 17 across the 32-row attention tiles of T 45)
+    auto c = base("glu");
+    c.num_hidden_layers = 3, c.sliding_window = big ? 17 : 3, c.layer_types = {"sliding_attention", "full_attention", "sliding_attention"};
+    out.push_back({c, s});
   }
   return out;
 }

@@ -1,5 +1,5 @@
 // tests/cuda/test_engine_host.cpp: the library's K-pass step, optimizer and decoder over a host stand-in
-// for the CUDA backend (tests/cuda/host_backend.hpp: the CUDA kernels' contracts, logsumexp attention,
+// for the CUDA backend (fbt/check/host_backend.hpp: the CUDA kernels' contracts, logsumexp attention,
 // NaN-filled fresh memory), through fbt::BackendModel and fbt::Decoder<M, HostBackend>, against the same
 // code on the CPU backend: the whole step (losses, diagnostics, every gradient) for every fuser and
 // chain knob, a middle-layer tap and a heterogeneous stack; AdamW, Muon / NorMuon and clipping; decoding in
@@ -10,12 +10,12 @@
 #include <gtest/gtest.h>
 
 #include "engine_checks.hpp"
-#include "host_backend.hpp"
+#include "fbt/check/host_backend.hpp"
 
 // The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
 namespace test_cuda_engine_host {
 
-using fbt_test::HostBackend;
+using fbt::check::HostBackend;
 
 // the stand-in provides what the built-in block and fusers call (layers/contract.hpp), checked at compile time
 static_assert(fbt::check_block<fbt::DecoderBlock<float>, HostBackend>(), "");
@@ -24,7 +24,7 @@ static_assert(fbt::check_fuser<fbt::GluFuser<float>, HostBackend>() && fbt::chec
               "");
 
 namespace {
-constexpr double kTol = 1e-4;  // the fp32 tolerance the GPU is held to (issue 5)
+constexpr double kTol = 1e-4;  // the fp32 tolerance the GPU is held to
 }
 
 TEST(EngineHost, KPassStepMatchesCpuPath) {
@@ -72,8 +72,10 @@ TEST(EngineHost, DecodingMatchesCpuDecoderInEveryMode) {
       check(fbt_test::tiny_config(f), mode);
       check(fbt_test::layer_tap_config(f), mode);
       check(fbt_test::hetero_config(f), mode);
+      check(fbt_test::window_config(f), mode);
     }
   check(fbt_test::tiny_config("none"), "standard");
+  check(fbt_test::window_config("none"), "standard");
   check(fbt_test::hetero_config("none"), "standard");
   std::printf("[ worst    ] decoding: %.3g against the CPU decoder\n", worst);
 }

@@ -1,4 +1,4 @@
-// tests/cuda/test_gpu.cu: the CUDA path against the CPU path, on a GPU (issue 5).
+// tests/cuda/test_gpu.cu: the CUDA path against the CPU path, on a GPU.
 //
 //   Kernels      each launcher of include/fbt/cuda/kernels.cuh and gemm.cuh against its CPU kernel
 //                (fbt/ops/) on fresh random inputs; outputs that a kernel writes are poisoned with NaN
@@ -13,6 +13,8 @@
 //                (< 1e-2). AdamW, Muon / NorMuon (the grouped step) and clipping.
 //   Decoding     fbt::Decoder<M, CudaBackend>: prefill/step logits and greedy tokens equal to the CPU
 //                Decoder's, in every mode.
+//   Op table     every op of the backend contract (tests/common/backend_ops.hpp, the table the CPU and the
+//                host stand-in run in tests/ops/test_backend_ops.cpp) on CudaBackend against CpuBackend<double>.
 // Every test needing a device calls GTEST_SKIP when none is present (CI: nvcc but no GPU), so the
 // binary builds and passes there; the error-reporting tests run everywhere.
 #include <gtest/gtest.h>
@@ -20,6 +22,8 @@
 #include <cmath>
 #include <string>
 #include <vector>
+
+#include <common/backend_ops.hpp>
 
 #include "engine_checks.hpp"
 #include "fbt/backend/cpu.hpp"
@@ -547,4 +551,18 @@ TEST_F(Gpu, DeviceDecoderGreedyTokensEqualTheCpuDecoder) {
   fc::DeviceDecoder<M> gpu(dm, 30);
   fbt::Decoder<M> cpu(m, 30);
   EXPECT_EQ(fbt::generate_batch(gpu, reqs), fbt::generate_batch(cpu, reqs));
+}
+
+TEST_F(Gpu, EveryOpOfTheContractMatchesTheDoubleReference) {
+  // the shared table (tests/common/backend_ops.hpp): the same cases and inputs as the CPU and the host stand-in
+  static_assert(fbt::check_backend<fc::CudaBackend>(), "");
+  const auto ref = fbt_test::op_cases<fbt::CpuBackend<double>>();
+  const auto cases = fbt_test::op_cases<fc::CudaBackend>();
+  ASSERT_EQ(cases.size(), ref.size());
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    fbt::CpuBackend<double> rb;
+    fc::CudaBackend be;
+    const double e = fbt_test::op_error(cases[i].run(be), ref[i].run(rb));
+    EXPECT_LT(e, std::max(cases[i].tol, kFp32)) << cases[i].name;
+  }
 }

@@ -35,14 +35,14 @@ double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
 template <class M> std::vector<std::vector<double>> decode_logits(Decoder<M>& dec, const std::vector<int>& tokens, int P, DecodeModeSpec mode) {
   const int V = dec.model().V;
   auto s = dec.new_sequence(int(tokens.size()), mode);
-  std::vector<double> lg(V);
+  std::vector<typename M::Scalar> lg(V);
   std::vector<std::vector<double>> out;
   dec.prefill(s, tokens.data(), P, lg.data());
-  out.push_back(lg);
+  out.emplace_back(lg.begin(), lg.end());
   auto* sp = &s;
   for (std::size_t t = P; t + 1 < tokens.size(); ++t) {
     dec.step(&sp, 1, &tokens[t], lg.data());
-    out.push_back(lg);
+    out.emplace_back(lg.begin(), lg.end());
   }
   return out;
 }
@@ -110,6 +110,84 @@ TEST(Invariant3, KVCachedDecodingEqualsRecomputationInEveryMode) {
   cases.push_back({"gated_add paper norms", paper_norms(tiny_config("gated_add"))});
   for (const auto& [what, cfg] : cases)
     with_model<double>(cfg, [&, what = what, cfg = cfg](auto tag) { kv_cache_case<typename decltype(tag)::type>(what, cfg); });
+}
+
+// Sliding-window layers: the ring cache (W rows) decodes as the windowed training forward, far past W,
+// in every mode (the prompt of 4 is longer than W, so the prefill commits only its last W positions).
+TEST(SlidingWindow, RingCacheDecodingEqualsRecomputationInEveryMode) {
+  std::vector<std::pair<std::string, ModelConfig>> cases;
+  ModelConfig c = tiny_config("glu");
+  c.num_hidden_layers = 3, c.sliding_window = 3, c.layer_types = {"sliding_attention", "full_attention", "sliding_attention"};
+  cases.push_back({"glu mixed W3", c});
+  c = paper_norms(tiny_config("gated_add"));
+  c.sliding_window = 2, c.layer_types = {"sliding_attention", "sliding_attention"};
+  cases.push_back({"gated_add paper norms all sliding W2", c});
+  c = tiny_config("concat");
+  c.num_hidden_layers = 3, c.head_dim = 4, c.layer_num_attention_heads = {2, 4, 1}, c.layer_num_key_value_heads = {2, 1, 1};
+  c.layer_intermediate_size = {12, 20, 8}, c.sliding_window = 1, c.layer_types = {"full_attention", "sliding_attention", "full_attention"};
+  cases.push_back({"concat heterogeneous W1", c});
+  for (const auto& [what, cfg] : cases)
+    with_model<double>(cfg, [&, what = what, cfg = cfg](auto tag) { kv_cache_case<typename decltype(tag)::type>(what, cfg); });
+  ModelConfig b = tiny_config("none");
+  b.sliding_window = 2, b.layer_types = {"full_attention", "sliding_attention"};
+  Model<double, NoFuser<double>> m(b, 41);
+  randomize(m, 42);
+  Decoder<Model<double, NoFuser<double>>> dec(m);
+  TinyBatch tb = tiny_batch(1, 12, b.vocab_size, 43);
+  const auto x = decode_logits(dec, tb.tokens, 1, DecodeModeSpec{}), y = recompute_logits(m, tb.tokens, 1, DecodeModeSpec{});
+  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_LT(max_diff(x[i], y[i]), 1e-10) << "baseline, position " << i;
+}
+
+// A sliding layer's cache holds W rows of KD keys and as many values, whatever the capacity; a full layer's
+// holds the capacity. Float decoding 60 positions past W=4 stays within float tolerance of the forward.
+TEST(SlidingWindow, ASlidingLayerCacheHoldsTheWindow) {
+  ModelConfig c = tiny_config("glu");
+  c.num_hidden_layers = 3, c.sliding_window = 4, c.layer_types = {"sliding_attention", "full_attention", "sliding_attention"};
+  Model<float> m(c, 3);
+  randomize(m, 4);
+  Decoder<Model<float>> dec(m);
+  const int cap = 64, KD = m.blocks[0].kv_width();
+  auto s = dec.new_sequence(cap, DecodeModeSpec::parse("soft"));
+  EXPECT_EQ(s.k.size(), std::size_t(4 + cap + 4) * KD);
+  EXPECT_EQ(s.v.size(), s.k.size());
+  EXPECT_EQ(s.koff, (std::vector<std::size_t>{0, std::size_t(4) * KD, std::size_t(4 + cap) * KD}));
+  EXPECT_EQ(dec.new_sequence(2, DecodeModeSpec{}).k.size(), std::size_t(2 + 2 + 2) * KD);  // a capacity below W: the capacity
+  // float decoding far past the window against the double forward of the same weights
+  Model<double> md(c, 3);
+  for (std::size_t i = 0; i < m.params.size(); ++i) md.params.values()[i] = double(m.params.values()[i]);
+  TinyBatch tb = tiny_batch(1, cap, c.vocab_size, 5);
+  for (const char* mode : {"standard", "soft", "fused(2)"}) {
+    const DecodeModeSpec ms = DecodeModeSpec::parse(mode);
+    Decoder<Model<double>> dd(md);
+    const auto ref = decode_logits(dd, tb.tokens, 6, ms);
+    const auto got = decode_logits(dec, tb.tokens, 6, ms);
+    double err = 0, scale = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i)
+      for (std::size_t v = 0; v < ref[i].size(); ++v) err = std::max(err, std::abs(double(got[i][v]) - ref[i][v])), scale = std::max(scale, std::abs(ref[i][v]));
+    EXPECT_LT(err, 1e-4 * std::max(1.0, scale)) << mode;  // float against double: relative 1e-4 of the logits' scale
+  }
+}
+
+// A document start restarts the ring as it restarts a full cache.
+TEST(SlidingWindow, NoStateCrossesADocumentBoundary) {
+  ModelConfig cfg = tiny_config("glu");
+  cfg.sliding_window = 3, cfg.layer_types = {"sliding_attention", "full_attention"};
+  Model<double> m(cfg, 71);
+  randomize(m, 72);
+  const int sep = cfg.vocab_size - 1;
+  Decoder<Model<double>> dec(m, sep);
+  TinyBatch tb = tiny_batch(1, 14, cfg.vocab_size - 1, 73);
+  std::vector<int> packed = tb.tokens;  // doc A (5 tokens), then sep + doc B (9 tokens)
+  packed[5] = sep;
+  const std::vector<int> docB(packed.begin() + 5, packed.end());
+  for (const char* mode : {"standard", "soft", "fused(2)"}) {
+    const auto a = decode_logits(dec, packed, 3, DecodeModeSpec::parse(mode));
+    const auto b = decode_logits(dec, docB, 1, DecodeModeSpec::parse(mode));
+    for (std::size_t i = 0; i < b.size(); ++i) EXPECT_LT(max_diff(a[i + 3], b[i]), 1e-10) << mode << " position " << i;
+    const auto c = decode_logits(dec, packed, 9, DecodeModeSpec::parse(mode));  // boundary inside the prompt
+    const auto d = decode_logits(dec, docB, 4, DecodeModeSpec::parse(mode));
+    for (std::size_t i = 0; i < c.size(); ++i) EXPECT_LT(max_diff(c[i], d[i]), 1e-10) << mode << " prefill, position " << i;
+  }
 }
 
 TEST(Invariant3, BaselineModelDecodesStandard) {

@@ -9,7 +9,7 @@
 // finding for libFuzzer to report and save: another exception (finding() names its type), a crash, a
 // sanitizer report, a broken invariant (FBT_FUZZ_CHECK), and, through libFuzzer's own limits, a
 // timeout or an allocation over -rss_limit_mb / -malloc_limit_mb.
-// Optional, for the bounded error text the readers promise (issue 11): FBT_FUZZ_MAX_ERROR_BYTES=N in
+// Optional, for the bounded error text the readers promise: FBT_FUZZ_MAX_ERROR_BYTES=N in
 // the environment also makes an fbt::Error message longer than N bytes, or one holding a line break,
 // a finding.
 #pragma once

@@ -7,9 +7,9 @@
 // The training state restores the AdamW moments and step bit for bit and returns the trainer's
 // metadata; corrupt or mismatched state files are refused. Saves are atomic (no .tmp left, replace).
 // Compatibility: the checkpoints in tests/fixtures/v1 were written by fbt before the composable-layers
-// redesign (issue 10; tests/fixtures/v1/README.md): each loads, computes the losses and greedy decodes
+// redesign (tests/fixtures/v1/README.md): each loads, computes the losses and greedy decodes
 // recorded with it, and saves back byte for byte; its training run resumes as the old code continued it.
-// Hostile files (issue 11): a small file whose config claims a huge model is refused before anything
+// Hostile files: a small file whose config claims a huge model is refused before anything
 // of that size is allocated, naming the file and the field; "format" must be present; deep nesting
 // and huge values in the config are bounded errors; FIFOs and devices are refused; a loaded model
 // holds no gradient or optimizer buffers, and decoding it allocates none.
@@ -623,7 +623,7 @@ TEST_F(Checkpoint, V1TrainingRunResumes) {
   }
 }
 
-// ---- hostile files (issue 11) ----------------------------------------------------------------------
+// ---- hostile files ----------------------------------------------------------------------
 
 // A header-only file (no tensors) whose config claims a huge model: each is refused in milliseconds by
 // the config's bounds or by comparing the sizes the config implies with the file's data, before the

@@ -3,8 +3,8 @@
 // Every field survives a round trip (in memory and through a file, written atomically); head_dim is
 // written resolved; a baseline config names Qwen3ForCausalLM; unknown keys, wrong types and invalid
 // values are fbt::Errors naming the field and the source; the HF keys fbt ignores are accepted, except
-// with values that would change the model. Every key that changes the model must be present (issue 11:
-// an absent key is an error naming it, never a silent default), except on the documented Hugging Face
+// with values that would change the model. Every key that changes the model must be present (an
+// absent key is an error naming it, never a silent default), except on the documented Hugging Face
 // Qwen3 path; deep nesting and huge values are bounded errors; only regular files are read.
 #include <gtest/gtest.h>
 
@@ -138,7 +138,7 @@ TEST_F(ConfigJson, TapAndPerLayerSizesRoundTrip) {
   EXPECT_FBT_ERROR(fbt::config_from_json(bad, "mem"), "mem", "layer_num_attention_heads", "array of integers");
 }
 
-// The paper-recipe knobs (issue 12) are written only when they differ from v1's choice, so a v1 model's
+// The paper-recipe knobs are written only when they differ from v1's choice, so a v1 model's
 // config is what it was before they existed (and its checkpoint re-saves byte for byte); absent, they read
 // as v1's; present, they round-trip and are validated.
 TEST_F(ConfigJson, PaperKnobsAreWrittenOnlyWhenUsed) {
@@ -308,14 +308,49 @@ TEST_F(ConfigJson, HuggingFaceQwen3ConfigIsAccepted) {
   const Case bad[] = {{"hidden_act", "gelu"},
                       {"attention_bias", true},
                       {"rope_scaling", json{{"rope_type", "yarn"}, {"factor", 4.0}}},
-                      {"use_sliding_window", true},
+                      {"use_sliding_window", "yes"},
+                      {"sliding_window", 2.5},
                       {"model_type", "llama"},
-                      {"layer_types", json::array({"full_attention", "sliding_attention"})}};
+                      {"layer_types", json::array({"full_attention", "chunked_attention"})}};
   for (const auto& b : bad) {
     json k = hf;
     k[b.field] = b.value;
     EXPECT_FBT_ERROR(fbt::config_from_json(k, "'config.json'"), b.field, "'config.json'");
   }
+}
+
+// Sliding-window layers: written only with a window (in Hugging Face's four keys), read back the same;
+// an HF file's use_sliding_window and max_window_layers are read as HF reads them.
+TEST_F(ConfigJson, SlidingWindowKeysRoundTripAndReadAsHfReadsThem) {
+  fbt::ModelConfig c;
+  EXPECT_FALSE(fbt::to_json(c).contains("sliding_window"));
+  EXPECT_FALSE(fbt::to_json(c).contains("layer_types"));
+  c.num_hidden_layers = 3, c.sliding_window = 64, c.layer_types = {"full_attention", "sliding_attention", "sliding_attention"};
+  const json j = fbt::to_json(c);
+  EXPECT_EQ(j["sliding_window"], 64);
+  EXPECT_EQ(j["use_sliding_window"], true);
+  EXPECT_EQ(j["max_window_layers"], 1);
+  const fbt::ModelConfig back = fbt::config_from_json(j, "mem");
+  EXPECT_EQ(back.sliding_window, 64);
+  EXPECT_EQ(back.layer_types, c.layer_types);
+  EXPECT_EQ(fbt::to_json(back), j);
+  json k = j;  // an fbt file may leave out use_sliding_window and max_window_layers (layer_types decides)
+  k.erase("use_sliding_window"), k.erase("max_window_layers");
+  EXPECT_EQ(fbt::config_from_json(k, "mem").layer_types, c.layer_types);
+  k.erase("layer_types");  // without layer_types, HF's rule: layers max_window_layers (28) on are sliding: none of 3
+  EXPECT_TRUE(fbt::config_from_json(k, "mem").layer_types == std::vector<std::string>(3, "full_attention"));
+  k["max_window_layers"] = 2;
+  EXPECT_EQ(fbt::config_from_json(k, "mem").layer_window(2), 64);
+  EXPECT_EQ(fbt::config_from_json(k, "mem").layer_window(1), 0);
+  k["use_sliding_window"] = false;  // HF: no window at all
+  EXPECT_TRUE(fbt::config_from_json(k, "mem").layer_types.empty());
+  EXPECT_EQ(fbt::config_from_json(k, "mem").sliding_window, 0);
+  json bad = j;
+  bad["layer_types"] = {"full_attention", "sliding_attention"};
+  EXPECT_FBT_ERROR(fbt::config_from_json(bad, "'c.json'"), "layer_types", "expected one per layer (3)");
+  bad = j;
+  bad["sliding_window"] = -4;
+  EXPECT_FBT_ERROR(fbt::config_from_json(bad, "'c.json'"), "sliding_window", "got -4");
 }
 
 TEST_F(ConfigJson, BadFilesAreRefusedByName) {
@@ -335,7 +370,7 @@ TEST_F(ConfigJson, BadFilesAreRefusedByName) {
   EXPECT_FBT_ERROR(fbt::config_from_json_file(typ), typ, "vocab_size");
 }
 
-// Every key to_json writes changes the model: an absent one is refused by name (issue 11), never
+// Every key to_json writes changes the model: an absent one is refused by name, never
 // silently given ModelConfig's default. feedback_layer and the layer_* lists are written only when
 // used: absent means a final-norm tap and a uniform stack.
 TEST_F(ConfigJson, MissingKeysAreRefusedByName) {

@@ -1,4 +1,4 @@
-// tests/io/test_hf.cpp: Hugging Face model directories as checkpoints (fbt/io/hf.hpp; issue 15).
+// tests/io/test_hf.cpp: Hugging Face model directories as checkpoints (fbt/io/hf.hpp).
 //
 // Directories written by tests/common/hf_fixture.hpp in exactly transformers' layout (config.json as a
 // Qwen3Config writes it, model.safetensors or shards with model.safetensors.index.json) load into fbt
@@ -126,8 +126,7 @@ TEST_F(Hf, ConfigsFbtDoesNotImplementAreRefusedByName) {
   for (const Bad& b : {Bad{"\"Qwen3ForCausalLM\"", "\"Qwen3MoeForCausalLM\"", "\"Qwen3MoeForCausalLM\" is not an architecture fbt loads"},
                        Bad{"\"model_type\": \"qwen3\"", "\"model_type\": \"llama\"", "model_type"},
                        Bad{"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}", "rope_scaling"},
-                       Bad{"\"use_sliding_window\": false", "\"use_sliding_window\": true", "sliding-window"},
-                       Bad{"[\"full_attention\", \"full_attention\"]", "[\"full_attention\", \"sliding_attention\"]", "sliding_attention"},
+                       Bad{"[\"full_attention\", \"full_attention\"]", "[\"full_attention\", \"chunked_attention\"]", "chunked_attention"},
                        Bad{"\"attention_bias\": false", "\"attention_bias\": true", "attention biases"},
                        Bad{"\"attention_dropout\": 0.0", "\"attention_dropout\": 0.1", "dropout"},
                        Bad{"\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\"", "silu"},
@@ -282,11 +281,10 @@ TEST_F(Hf, AnExportsTopLevelKeysAreCheckedBesideFbtConfig) {
   };
   const Bad bads[] = {{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}, "plain RoPE"},
                       {"hidden_act", "gelu", "silu"},
-                      {"use_sliding_window", true, "sliding-window"},
                       {"attention_bias", true, "attention biases"},
                       {"model_type", "llama", "expected \"fbt\" or \"qwen3\""},
                       {"architectures", {"LlamaForCausalLM"}, "not an architecture fbt loads"},
-                      {"layer_types", {"full_attention", "sliding_attention"}, "full_attention"},
+                      {"layer_types", {"full_attention", "linear_attention"}, "full_attention and sliding_attention"},
                       {"attention_dropout", 0.1, "dropout"},
                       {"rope_parameters", {{"rope_type", "linear"}, {"rope_theta", 1e6}}, "plain RoPE"},
                       {"quantization_config", {{"quant_method", "gptq"}}, "unknown key"},
@@ -306,6 +304,10 @@ TEST_F(Hf, AnExportsTopLevelKeysAreCheckedBesideFbtConfig) {
   rp["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 5e5}};
   std::ofstream(cj, std::ios::trunc) << rp.dump(2);
   EXPECT_FBT_ERROR(fbt::load_checkpoint<G>(dir), "config.json", "\"rope_parameters\"", "fbt_config says");
+  nlohmann::json sw = exported;  // a window at the top level only: transformers would build another model
+  sw["use_sliding_window"] = true, sw["sliding_window"] = 3, sw["layer_types"] = {"full_attention", "sliding_attention"};
+  std::ofstream(cj, std::ios::trunc) << sw.dump(2);
+  EXPECT_FBT_ERROR(fbt::load_checkpoint<G>(dir), "config.json", "layer 1 a sliding window of 3", "fbt_config says 0");
   // inert keys: what they change is not the model's function
   nlohmann::json j = exported;
   j["bos_token_id"] = 1, j["eos_token_id"] = 2, j["pad_token_id"] = 0, j["use_cache"] = false, j["transformers_version"] = "4.51.3";
@@ -319,6 +321,51 @@ TEST_F(Hf, AnExportsTopLevelKeysAreCheckedBesideFbtConfig) {
 
 // A tied checkpoint whose lm_head.weight is not the embedding: load refuses it, and so does init_from
 // (before, init_from dropped the tensor unseen and the run computed another head). An exact copy is accepted.
+// Sliding-window Qwen3 directories load with Hugging Face's reading of the four keys, and an export of a
+// windowed model writes them so that the top level (what transformers builds) and fbt_config agree.
+TEST_F(Hf, SlidingWindowDirectoriesLoadAsTransformersReadsThem) {
+  M m(plain_config(true), 3);
+  randomize(m, 8);
+  const std::string dir = path("sw"), cj = (fs::path(dir) / "config.json").string();
+  write_hf_fixture(dir, m);
+  const nlohmann::json base = nlohmann::json::parse(hf_fixture_config_json(m.cfg, {}));
+  struct Case {
+    nlohmann::json edits;
+    std::vector<int> windows;
+  };
+  const Case cases[] = {
+      {{{"use_sliding_window", true}, {"sliding_window", 3}, {"layer_types", {"sliding_attention", "full_attention"}}}, {3, 0}},
+      {{{"use_sliding_window", true}, {"sliding_window", 3}, {"max_window_layers", 1}, {"layer_types", nullptr}}, {0, 3}},  // HF's default types
+      {{{"use_sliding_window", true}, {"sliding_window", 3}, {"max_window_layers", 28}, {"layer_types", nullptr}}, {0, 0}},
+      {{{"use_sliding_window", false}, {"sliding_window", 3}, {"layer_types", {"sliding_attention", "sliding_attention"}}}, {0, 0}},  // window off
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.edits.dump());
+    nlohmann::json j = base;
+    for (auto it = c.edits.begin(); it != c.edits.end(); ++it)
+      if (it->is_null()) j.erase(it.key());
+      else j[it.key()] = *it;
+    std::ofstream(cj, std::ios::trunc) << j.dump(2);
+    const M back = fbt::load_checkpoint<M>(dir);
+    EXPECT_EQ(back.windows, c.windows);
+  }
+  // export of a windowed model: transformers' keys at the top level, and it loads back the same
+  fbt::ModelConfig wc = plain_config(true);
+  wc.sliding_window = 2, wc.layer_types = {"sliding_attention", "full_attention"};
+  M w(wc, 4);
+  randomize(w, 9);
+  const std::string out = path("sw_export");
+  fbt::save_hf_dir(out, w);
+  const nlohmann::json e = nlohmann::json::parse(read_bytes((fs::path(out) / "config.json").string()));
+  EXPECT_EQ(e["use_sliding_window"], true);
+  EXPECT_EQ(e["sliding_window"], 2);
+  EXPECT_EQ(e["max_window_layers"], 0);
+  EXPECT_EQ(e["layer_types"], nlohmann::json({"sliding_attention", "full_attention"}));
+  const M back = fbt::load_checkpoint<M>(out);
+  EXPECT_EQ(back.windows, (std::vector<int>{2, 0}));
+  EXPECT_EQ(std::memcmp(back.params.values(), w.params.values(), w.params.size() * sizeof(float)), 0);
+}
+
 TEST_F(Hf, InitFromRefusesATiedHeadThatIsNotTheEmbedding) {
   M m(plain_config(true), 3);
   randomize(m, 12);

@@ -3,7 +3,7 @@
 // Round trips in float and double for 1-d, 2-d and 3-d shapes; the exact header bytes numpy expects;
 // and the failures that must be an fbt::Error naming the file (missing, wrong dtype, truncated,
 // not npy). Files with Fortran order and with long headers (which xtensor alone mis-reads) are built
-// by hand. No numpy needed. Hostile files (issue 11): a header length beyond the file or over the
+// by hand. No numpy needed. Hostile files: a header length beyond the file or over the
 // limit is refused before anything is allocated; a zero dimension cannot hide an overflowing shape;
 // too many dimensions, FIFOs, devices and directories are refused.
 #include <gtest/gtest.h>
@@ -205,7 +205,7 @@ TEST_F(Npy, SaveIntoMissingDirectoryThrowsNamingFile) {
   EXPECT_FBT_ERROR(fbt::save_npy(p, x, {1}), p);
 }
 
-// ---- hostile files (issue 11) ----------------------------------------------------------------------
+// ---- hostile files ----------------------------------------------------------------------
 
 // A 13-byte v2.0 file announcing a 4 GiB header: refused by the header limit before anything is
 // allocated (the old reader allocated and zeroed 4 GB first); one announcing more than the file holds
@@ -243,7 +243,7 @@ TEST_F(Npy, ShapesThatOverflowAreRefused) {
   EXPECT_FBT_ERROR(fbt::load_npy<float>(p), p, "more than 64 dimensions");
 }
 
-// Fuzz findings (issue 11): dicts with bytes after a value or after the closing '}'. fbt's old lenient
+// Fuzz findings: dicts with bytes after a value or after the closing '}'. fbt's old lenient
 // parser read shape (2,) or (), then xt::load_npy parsed the same header its own way, found
 // (0, 2^62, 2^62) and overflowed computing strides. The header is now parsed strictly, once.
 TEST_F(Npy, HeaderWithBytesAfterAValueIsRefused) {

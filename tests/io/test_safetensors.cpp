@@ -5,7 +5,7 @@
 // atomic replacement; and every refusal rule, each on a hand-made or hand-corrupted file, each an
 // fbt::Error naming the file and the tensor or field. If python3 has safetensors and numpy, files are
 // also exchanged with it (skipped otherwise; nothing is required).
-// Hostile files (issue 11): deep nesting (150 KB of '[') is an error naming the byte, never a stack
+// Hostile files: deep nesting (150 KB of '[') is an error naming the byte, never a stack
 // overflow; error text quotes bounded excerpts of 20 MB values; an 80,000-entry header parses (in
 // linear time); a zero dimension cannot hide an overflowing shape; FIFOs, devices and directories are
 // refused before they are opened; the data section is memory-mapped, or read, to the same bytes.
@@ -381,7 +381,7 @@ TEST_F(Safetensors, InteropWithPythonSafetensorsIfInstalled) {
   EXPECT_EQ(f.metadata.at("format"), "pt");
 }
 
-// ---- hostile files (issue 11) ----------------------------------------------------------------------
+// ---- hostile files ----------------------------------------------------------------------
 
 // Deep nesting anywhere in the header (a tensor entry, __metadata__, a value nlohmann would recurse
 // into when printing it) is refused by the depth limit with the byte where it goes too deep.

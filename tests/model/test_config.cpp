@@ -1,5 +1,5 @@
-// Config validation (issue 2): each broken rule is refused with an fbt::Error naming the field.
-// Issue 11: every size is bounded (ModelLimits), so are the RoPE table and the parameter count, and
+// Config validation: each broken rule is refused with an fbt::Error naming the field.
+// Every size is bounded (ModelLimits), so are the RoPE table and the parameter count, and
 // every real must be finite and in range; the error names the field and the value.
 #include <gtest/gtest.h>
 

@@ -21,6 +21,7 @@ struct Case {
   bool prefix = false;
   bool hetero = false;  // three blocks of different heads and MLP widths
   bool paper = false;   // the paper's norms (spec 10): gate_norm shared, in_norm_init embedding, block_norm sandwich
+  bool window = false;  // three blocks: sliding (W 2), full, sliding (Hugging Face layer_types), W < T and < a document
 };
 
 std::string name_of(const Case& c);
@@ -29,7 +30,7 @@ void PrintTo(const Case& c, std::ostream* os) { *os << name_of(c); }
 std::string name_of(const Case& c) {
   return c.fuser + "_K" + std::to_string(c.K) + (c.source == "pre_final_norm" ? "_pre" : c.source == "layer" ? "_tap0" : "") +
          (c.input_norm == "fused_only" ? "_fusedonly" : c.input_norm == "feedback_passes" ? "_fbpasses" : "") + (c.paper ? "_papernorms" : "") +
-         (c.docs ? "_docs" : "") + (c.prefix ? "_prefix" : "") + (c.hetero ? "_hetero" : "");
+         (c.docs ? "_docs" : "") + (c.prefix ? "_prefix" : "") + (c.hetero ? "_hetero" : "") + (c.window ? "_window" : "");
 }
 
 class ModelGrad : public ::testing::TestWithParam<Case> {};
@@ -46,6 +47,7 @@ TEST_P(ModelGrad, BackwardMatchesFiniteDifference) {
   if (c.hetero)
     cfg.num_hidden_layers = 3, cfg.head_dim = 4, cfg.layer_num_attention_heads = {2, 4, 1}, cfg.layer_num_key_value_heads = {1, 2, 1},
     cfg.layer_intermediate_size = {12, 6, 16};
+  if (c.window) cfg.num_hidden_layers = 3, cfg.sliding_window = 2, cfg.layer_types = {"sliding_attention", "full_attention", "sliding_attention"};
   with_model<double>(cfg, [&](auto tag) { check_case<typename decltype(tag)::type>(c, cfg); });
 }
 
@@ -91,7 +93,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"glu", 2, "post_final_norm", "feedback_passes"}, Case{"glu", 3, "post_final_norm", "feedback_passes", true, true, false, true},
                       Case{"gated_add", 3, "post_final_norm", "feedback_passes", false, true, false, true},
                       Case{"concat", 3, "post_final_norm", "feedback_passes", true, false, false, true},
-                      Case{"none", 1, "post_final_norm", "all", true, false, false, true}),
+                      Case{"none", 1, "post_final_norm", "all", true, false, false, true},
+                      // sliding-window layers in a mixed stack, with documents (window starts max(doc start, t - W + 1))
+                      Case{"none", 1, "post_final_norm", "all", true, false, false, false, true},
+                      Case{"glu", 3, "post_final_norm", "all", true, true, false, false, true},
+                      Case{"concat", 2, "post_final_norm", "feedback_passes", true, false, false, true, true}),
     [](const ::testing::TestParamInfo<Case>& i) { return name_of(i.param); });
 
 }  // namespace

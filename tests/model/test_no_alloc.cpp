@@ -1,4 +1,4 @@
-// A training step allocates nothing once its workspace is laid out (issue 2: "no allocation inside a
+// A training step allocates nothing once its workspace is laid out ("no allocation inside a
 // step"; first touch of a fresh page costs ~12 us here). Two detectors, both armed only around the
 // second step of a shape:
 //   - Eigen's own: EIGEN_RUNTIME_NO_MALLOC + set_is_malloc_allowed(false) makes every Eigen heap

@@ -1,4 +1,4 @@
-// tests/mpi/mpi_step.cpp: the MPI communicator and the distributed K-pass step (issue 14), run under
+// tests/mpi/mpi_step.cpp: the MPI communicator and the distributed K-pass step, run under
 // `mpirun -np 2` (and -np 3) by ctest (tests/mpi/CMakeLists.txt); a plain run is a 1-rank world.
 //
 // Checks: the ordered all-reduce gives every rank the rank-order sum of every element, bit for bit the

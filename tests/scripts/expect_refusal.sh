@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/scripts/expect_refusal.sh: runs one `fbt` command that must be refused (issue 11) and checks the
+# tests/scripts/expect_refusal.sh: runs one `fbt` command that must be refused and checks the
 # three things a refusal promises: exit status 1, exactly one line on stderr, and that line matching REGEX
 # (the option or file and the value it names). The command runs under a time limit, so one that blocks
 # (a FIFO opened for reading) or runs away (a huge allocation) fails instead of hanging the suite.

@@ -1,4 +1,4 @@
-// bf16 mixed-precision training and decoding (issue 13; ops/gemm_bf16.hpp, decode/precision_check.hpp).
+// bf16 mixed-precision training and decoding (ops/gemm_bf16.hpp, decode/precision_check.hpp).
 //
 // Checks: a short K-pass run in bf16 follows the fp32 run on the same batches (the same seed draws the
 // same data, schedule and jitter) within a stated tolerance, and is not the fp32 run (the rounding

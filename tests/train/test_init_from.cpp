@@ -1,5 +1,5 @@
 // tests/train/test_init_from.cpp: a full-bandwidth run started from a plain checkpoint (TrainConfig::init_from,
-// fbt train --init_from; issue 15).
+// fbt train --init_from).
 //
 // From an fbt baseline checkpoint and from a Hugging Face directory (tests/common/hf_fixture.hpp): the stack's
 // sizes come from the checkpoint (make_train_config's init_from_stack), every stack tensor is the

@@ -1,4 +1,4 @@
-// Training presets (issue 12, train/train_config.hpp train_presets): `--preset v1|paper` sets a fixed list
+// Training presets (train/train_config.hpp train_presets): `--preset v1|paper` sets a fixed list
 // of fields first, whatever its place among the flags or the keys of a file; the other fields then change
 // it; the preset is recorded (to_json, so the checkpoint's train_config and result.json) and a resumed
 // record reads back to the same config; a baseline is made single-pass instead of being refused.

@@ -101,7 +101,7 @@ TEST(Schedule, RefusesBadKnobsNamingThem) {
   EXPECT_THROW(ScheduleConfig::parse_mix("2=0.5"), Error);
 }
 
-// A recorded mix must read back to the same doubles (issue 11: "2:0.123456789" was recorded with 6
+// A recorded mix must read back to the same doubles ("2:0.123456789" was recorded with 6
 // digits as "2:0.123457", so a resumed run sampled K with other probabilities).
 TEST(Schedule, FormatMixRoundTripsExactly) {
   const std::map<int, double> m{{2, 0.123456789}, {3, 1.0 / 3.0}, {4, 0.88}};

@@ -1,4 +1,4 @@
-// tests/train/test_token_training.cpp: training on a token file (data ending in .bin or .npy; issue 15).
+// tests/train/test_token_training.cpp: training on a token file (data ending in .bin or .npy).
 //
 // A model of a non-byte vocabulary learns a token file's pattern (its validation loss falls far below the
 // uniform log V), resumes bit-identically (the file is reopened and the data Rng continues), and starts

@@ -1,4 +1,4 @@
-// The training config (issue 11, train/train_config.hpp): every value read from a flag or a config file is
+// The training config (train/train_config.hpp): every value read from a flag or a config file is
 // parsed whole and range-checked (no wrap, no trailing junk, no inf or nan), every field is validated
 // before a run starts (so a run never writes a checkpoint that eval or resume then refuse), and config
 // files are regular files of bounded size without duplicate keys.
@@ -63,6 +63,49 @@ TEST(TrainConfigFields, NonFiniteModelRealsAreRefusedWhenSet) {
   EXPECT_EQ(c.model.hidden_size, TrainConfig{}.model.hidden_size);  // unchanged by a refused value
   set_config_field(c, "steps", "1e5");
   EXPECT_EQ(c.steps, 100000);
+}
+
+// nanochat's window pattern: S/L tiled over the layers, the last layer full, whatever the order of the flags;
+// the config file's keys (window_pattern, sliding_window, layer_types as an array) work too.
+TEST(TrainConfigFields, WindowPatternMapsToLayerTypes) {
+  using V = std::vector<std::string>;
+  const std::string S = "sliding_attention", L = "full_attention";
+  EXPECT_EQ(window_pattern_layer_types("SSSL", 6), (V{S, S, S, L, S, L}));  // the last layer full (nanochat)
+  EXPECT_EQ(window_pattern_layer_types("sl", 3), (V{S, L, L}));
+  EXPECT_EQ(window_pattern_layer_types("L", 2), (V{L, L}));
+  EXPECT_THROW(window_pattern_layer_types("SXL", 4), Error);
+  EXPECT_THROW(window_pattern_layer_types("", 4), Error);
+  for (bool layers_first : {true, false}) {
+    std::vector<std::pair<std::string, std::string>> flags = {{"window_pattern", "SSSL"}, {"sliding_window", "64"}};
+    flags.insert(layers_first ? flags.begin() : flags.end(), {"num_hidden_layers", "8"});
+    const TrainConfig c = make_train_config("", flags);
+    EXPECT_EQ(c.model.layer_types, (V{S, S, S, L, S, S, S, L}));
+    EXPECT_EQ(c.model.sliding_window, 64);
+    EXPECT_NO_THROW(validate(c));
+    // recorded and read back: the same model
+    TrainConfig back;
+    apply_json(back, to_json(c), "record");
+    EXPECT_EQ(back.model.layer_types, c.model.layer_types);
+    EXPECT_EQ(back.window_pattern, "SSSL");
+  }
+  TrainConfig c;
+  set_config_field(c, "window_pattern", "SL");
+  EXPECT_THROW(validate(c), Error);  // layer_types not applied: validate names the mismatch
+  try {
+    validate(c);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("window_pattern"), std::string::npos) << e.what();
+  }
+  apply_window_pattern(c);
+  set_config_field(c, "sliding_window", "16");
+  EXPECT_NO_THROW(validate(c));
+  TrainConfig f;  // a config file's keys
+  apply_json(f, nlohmann::json{{"num_hidden_layers", 3}, {"sliding_window", 8}, {"layer_types", {"sliding_attention", "full_attention", "sliding_attention"}}},
+             "file", true);
+  EXPECT_EQ(f.model.layer_window(2), 8);
+  EXPECT_NO_THROW(validate(f));
+  EXPECT_FALSE(to_json(TrainConfig{}).contains("window_pattern"));  // an older record is unchanged
+  EXPECT_FALSE(to_json(TrainConfig{}).contains("layer_types"));
 }
 
 TEST(TrainConfigFields, PassMixIsParsedWhole) {

@@ -1,4 +1,4 @@
-// The trainer (issue 3): exact resume, non-finite stops naming step and pass, the sequential-exact loss
+// The trainer: exact resume, non-finite stops naming step and pass, the sequential-exact loss
 // with feedback off equals the parallel pass-1 loss, logs and checkpoints on disk, clear refusals.
 #include <gtest/gtest.h>
 

@@ -6,10 +6,10 @@
 // row-major arrays in its own memory unless a leading dimension is given. "+=" means the operation
 // accumulates into its output; every other output is overwritten.
 //
-//   fbt::CpuBackend<T>      (backend/cpu.hpp)  host memory, the ops/ kernels (Eigen); float or double
-//   fbt::cuda::CudaBackend  (cuda/backend.cuh) device memory, cuda/kernels.cuh and cuBLAS; float
-//   fbt_test::HostBackend   (tests/cuda/host_backend.hpp) host memory, plain loops with the CUDA kernels'
-//                           contracts, so the shared code can be checked against the CPU without a GPU
+//   fbt::CpuBackend<T>        (backend/cpu.hpp)  host memory, the ops/ kernels (Eigen); float or double
+//   fbt::cuda::CudaBackend    (cuda/backend.cuh) device memory, cuda/kernels.cuh and cuBLAS; float
+//   fbt::check::HostBackend   (check/host_backend.hpp) host memory, plain loops with the CUDA kernels'
+//                             contracts, so the shared code can be checked against the CPU without a GPU
 //
 // Memory
 //   template <class U> using Buf            owning buffer: resize(n) (contents lost), data(), size()
@@ -30,6 +30,12 @@
 // Elementwise (n elements)
 //   swiglu_forward(h, g, u, n), swiglu_backward(dg +=, du +=, dh, g, u, n)
 //   sigmoid_gate_forward(y, a, z, n), sigmoid_gate_backward(da +=, dz +=, dy, a, z, n)   da/dz may be null
+//   mul(y, a, b, n): y = a * b (y may alias a or b);  mul_add(y, a, b, n): y += a * b (no aliasing)
+//   mul_backward(da +=, db +=, dy, a, b, n): da += dy * b, db += dy * a (the backward of both)    da/db may be null
+//   scale_groups(y, x, s, R, G, C): y[r, g*C + c] = x[r, g*C + c] * s[r, g]; x, y (R, G*C), s (R, G); y may be x
+//     (a per-head scale: G = NH, C = head_dim; a per-row scale: G = 1)
+//   scale_groups_backward(dx +=, ds +=, dy, x, s, R, G, C): dx += dy * s, ds[r, g] += sum_c dy * x   dx/ds may be null
+//   sigmoid(y, z, n): y = 1 / (1 + exp(-z)) (y may be z);  sigmoid_backward(dz +=, dy, y, n): dz += dy y (1 - y)
 //   axpby(y, a, x, b, n): y = a x + b y;  add(y, x, n): y += x;  scale(x, s, n): x *= s (in double)
 //   copy_plain_rows(dst, src, mask, R, C), move_plain_rows(dst +=, src (zeroed), mask, R, C)  rows with mask 0
 //   shift_right_forward(out, inp, B, T, C), shift_right_backward(dinp +=, dout, B, T, C)

@@ -15,6 +15,7 @@
 
 #include "../ops/activations.hpp"
 #include "../ops/attention.hpp"
+#include "../ops/elementwise.hpp"
 #include "../ops/embedding.hpp"
 #include "../ops/gemm_bf16.hpp"
 #include "../ops/linear.hpp"
@@ -137,6 +138,19 @@ template <class T> struct CpuBackend {
   void sigmoid_gate_backward(T* da, T* dz, const T* dy, const T* a, const T* z, std::size_t n) {
     fbt::sigmoid_gate_backward(row(da, n), row(dz, n), crow(dy, n), crow(a, n), crow(z, n));
   }
+  void mul(T* y, const T* a, const T* b, std::size_t n) { fbt::mul_forward(row(y, n), crow(a, n), crow(b, n)); }
+  void mul_add(T* y, const T* a, const T* b, std::size_t n) { fbt::mul_add_forward(row(y, n), crow(a, n), crow(b, n)); }
+  void mul_backward(T* da, T* db, const T* dy, const T* a, const T* b, std::size_t n) {
+    fbt::mul_backward(row(da, n), row(db, n), crow(dy, n), crow(a, n), crow(b, n));
+  }
+  void scale_groups(T* y, const T* x, const T* s, int R, int G, int C) {
+    fbt::scale_groups_forward(smat(y, R, G * C), csmat(x, R, G * C), csmat(s, R, G), C);
+  }
+  void scale_groups_backward(T* dx, T* ds, const T* dy, const T* x, const T* s, int R, int G, int C) {
+    fbt::scale_groups_backward(smat(dx, R, G * C), smat(ds, R, G), csmat(dy, R, G * C), csmat(x, R, G * C), csmat(s, R, G), C);
+  }
+  void sigmoid(T* y, const T* z, std::size_t n) { fbt::sigmoid_forward(row(y, n), crow(z, n)); }
+  void sigmoid_backward(T* dz, const T* dy, const T* y, std::size_t n) { fbt::sigmoid_backward(row(dz, n), crow(dy, n), crow(y, n)); }
   void axpby(T* y, T a, const T* x, T b, std::size_t n);
   void add(T* y, const T* x, std::size_t n);
   void scale(T* x, double s, std::size_t n) {

@@ -18,7 +18,11 @@
 #if defined(FBT_HAVE_MPI)
 #include "../dist/mpi_comm.hpp"
 #endif
+#include "../check/host_backend.hpp"
 #include "../train/trainer.hpp"
+#if defined(__CUDACC__)  // the command compiled by nvcc (target fbt_cuda): --device cuda
+#include "../cuda/backend.cuh"
+#endif
 
 namespace fbt {
 namespace cli {
@@ -38,7 +42,8 @@ inline const char* kUsage =
     "  demo     train a baseline and a full-bandwidth model on the same tokens and compare them\n"
     "  ablate   a grid of training runs (depth, schedule, fuser, detach, prefix, noise ...), resumable, with a summary CSV\n"
     "  logits   per-pass logits of a checkpoint on a text, as .npy (for cross-checks with other implementations)\n"
-    "  export   a checkpoint as a Hugging Face directory (Qwen3ForCausalLM: config.json + model.safetensors)\n\n"
+    "  export   a checkpoint as a Hugging Face directory (Qwen3ForCausalLM: config.json + model.safetensors)\n"
+    "  probe    linear probes per prefill mode and depth of a checkpoint on probe items or the paper's probing tasks\n\n"
     "fbt <command> --help lists the command's options.\n";
 
 // ----------------------------------------------------------------------------------------- memory
@@ -153,6 +158,45 @@ inline Communicator& mpi_world(const char* cmd) {
 }
 template <class Tr> void attach_distributed(Tr& t, const std::string& mode) {
   if (mode == "mpi") t.set_communicator(mpi_world("train"));
+}
+
+/// A backend type as a value (with_device's argument).
+template <class Be> struct BackendTag {
+  using type = Be;
+};
+/// \brief Calls f(BackendTag<Be>{}) for the backend --device names: cpu (CpuBackend<float>: threads, MPI,
+/// bf16), host (check::HostBackend, the CUDA backend's host stand-in: the GPU path checked without a GPU)
+/// or cuda (CudaBackend; only in the command compiled by nvcc, fbt_cuda). Refuses any other name, and
+/// cuda in a build without it, saying how to get it.
+template <class F> void with_device(const std::string& device, F&& f) {
+  if (device == "cpu") return f(BackendTag<CpuBackend<float>>{});
+  if (device == "host") return f(BackendTag<check::HostBackend>{});
+#if defined(__CUDACC__)
+  if (device == "cuda") return f(BackendTag<cuda::CudaBackend>{});
+#else
+  if (device == "cuda")
+    throw Error("--device cuda: this fbt command was compiled without CUDA; configure fbt where nvcc is installed (FBT_WITH_CUDA, "
+                "on by default) and build the target fbt_cuda (build/tools/fbt_cuda), the same command with the GPU");
+#endif
+  throw Error("--device " + detail::quote_value(device) + ": expected cpu, cuda (a GPU) or host (the CUDA backend's host stand-in, for checks)");
+}
+
+/// \brief Calls f(be, weights, decoder) with a model's weights on the backend Be: the host model's own on
+/// the CPU, uploaded into a BackendModel elsewhere (eval and sample --device).
+template <class Be, class M, class F> void on_backend(M& m, int sep, F&& f) {
+  if constexpr (std::is_same<Be, CpuBackend<typename M::Scalar>>::value) {
+    Be be;
+    Decoder<M> dec(m, sep);
+    f(be, m.weights(), dec);
+  } else {
+    BackendModel<M, Be> dm(m);
+    Decoder<M, Be> dec(dm, sep);
+    f(dm.backend(), dm.weights(), dec);
+  }
+}
+/// --device's refusals for a command whose CPU-only options were given (precision bf16, ...).
+inline void cpu_only(const std::string& device, bool given, const std::string& what) {
+  if (device != "cpu" && given) throw Error(what + " runs on the CPU backend only (not with --device " + device + ")");
 }
 
 /// \brief The run directory of `fbt train`, checked, created and locked (prepare_out_dir, lock_run_dir)

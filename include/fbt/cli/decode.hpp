@@ -25,17 +25,21 @@ template <class Fusers, class Blocks> int cmd_sample(Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt sample --checkpoint CKPT (--prompt TEXT | --prompt_ids ID,ID,...) [--output text|ids] [--sep_id N]\n"
-        "           [--mode standard|soft|fused(k)] [--max_new_tokens N] [--temperature X] [--top_k N] [--top_p X]\n"
-        "           [--seed N] [--n N] [--precision fp32|bf16] [--max_memory_gb X]\n\n"
+        "           [--mode standard|soft|fused(k)] [--prefill standard|fused(k)|recurrent] [--max_new_tokens N] [--temperature X] [--top_k N]\n"
+        "           [--top_p X] [--seed N] [--n N] [--precision fp32|bf16] [--max_memory_gb X] [--device cpu|cuda|host]\n\n"
         "Generates with the KV-cache decoder (spec section 4). CKPT is an fbt checkpoint (directory or\n"
         "model.safetensors) or a Hugging Face directory (config.json + model.safetensors or shards).\n"
         "--prompt is text for byte-level models (vocabulary 257); --prompt_ids gives token ids for a model\n"
         "whose tokenizer is not bytes, and --output ids prints the new tokens as ids (comma-separated).\n"
         "--sep_id: the document separator id (default 256 for a byte-level model, else -1 = none).\n"
+        "--prefill: how the prompt is prefilled (default: as the mode says); recurrent = token by token, each\n"
+        "prompt token fed back with the previous position's state (the prompt decoded in soft mode).\n"
         "temperature 0 is greedy. --precision bf16 runs the matrix products with bf16 operands and fp32 sums\n"
         "(default fp32). --n samples several continuations together (batched), each with its own seed\n"
         "(seed, seed+1, ...). The n sequences' K/V caches, logits and prefill are estimated before the weights are\n"
-        "read and refused above --max_memory_gb (default 0: the machine's available memory).\n");
+        "read and refused above --max_memory_gb (default 0: the machine's available memory).\n"
+        "--device: the backend the decoder runs on (cpu, the default; cuda: the fbt_cuda build; host: the CUDA\n"
+        "backend's host stand-in); --precision bf16 is the CPU's.\n");
     std::printf("--mode: a decoding policy this command knows: %s (fused takes (k); a policy of your own, NAME(ARG))\n",
                 PolicyRegistry::global().names().c_str());
     return 0;
@@ -47,6 +51,7 @@ template <class Fusers, class Blocks> int cmd_sample(Args a) {
   if (output != "text" && output != "ids") throw Error("--output " + detail::quote_value(output) + ": expected text or ids");
   GenerateOptions o;
   o.mode = DecodeModeSpec::parse(take(a, "mode", "soft"));
+  if (const std::string pf = take(a, "prefill", ""); !pf.empty()) o.mode = o.mode.with_prefill(PrefillSpec::parse(pf));
   const int imax = std::numeric_limits<int>::max();
   o.max_new_tokens = int_option<int>("max_new_tokens", take(a, "max_new_tokens", "200"), 1, imax, "tokens to generate");
   o.sampling.temperature = real_option("temperature", take(a, "temperature", "0.8"), 0, false, HUGE_VAL, true, "0 = greedy");
@@ -54,7 +59,10 @@ template <class Fusers, class Blocks> int cmd_sample(Args a) {
   o.sampling.top_p = real_option("top_p", take(a, "top_p", "1"), 0, true, 1, false, "1 = off");
   o.seed = int_option<std::uint64_t>("seed", take(a, "seed", "1"), 0, std::numeric_limits<std::uint64_t>::max());
   const int n = int_option<int>("n", take(a, "n", "1"), 1, 1024, "samples");
-  precision_option(take(a, "precision", "fp32"));
+  const Precision prec = precision_option(take(a, "precision", "fp32"));
+  const std::string device = take(a, "device", "cpu");
+  with_device(device, [](auto) {});
+  cpu_only(device, prec == Precision::bf16, "--precision bf16");
   const double max_memory_gb = max_memory_option(a);
   no_leftovers(a, "sample");
   o.sampling.validate();
@@ -89,20 +97,25 @@ template <class Fusers, class Blocks> int cmd_sample(Args a) {
   check_command_memory("sample", sample_memory(mc, n, P, P + o.max_new_tokens, o.mode.prefill_passes()), max_memory_gb,
                        "lower --n or --max_new_tokens");
   std::vector<std::vector<int>> outs;
-  with_model<float, Fusers, Blocks>(mc, [&](auto tag) {
-    using M = typename decltype(tag)::type;
-    M m = load_checkpoint<M>(ck);
-    if (o.mode.feeds_back() && !M::has_feedback) {
-      std::fprintf(stderr, "note: %s is a baseline (fuser none); decoding in standard mode\n", ck.c_str());
-      o.mode = DecodeModeSpec{};
-    }
-    Decoder<M> dec(m, sep);
-    std::vector<Request> reqs;
-    for (int i = 0; i < n; ++i) {
-      reqs.push_back({prompt_tokens, o});
-      reqs.back().opts.seed = o.seed + std::uint64_t(i);  // wraps at 2^64 by design: seeds are bit patterns
-    }
-    outs = generate_batch(dec, reqs);
+  with_device(device, [&](auto be_tag) {
+    with_model<float, Fusers, Blocks>(mc, [&](auto tag) {
+      using M = typename decltype(tag)::type;
+      M m = load_checkpoint<M>(ck);
+      if (o.mode.feeds_back() && !M::has_feedback) {
+        std::fprintf(stderr, "note: %s is a baseline (fuser none); decoding in standard mode\n", ck.c_str());
+        o.mode = DecodeModeSpec{};
+      }
+      if (o.mode.prefill_feeds_back() && !M::has_feedback)
+        throw Error("fbt sample: --prefill " + o.mode.prefill.describe() + " needs a feedback fuser; " + ck + " is a baseline (fuser none)");
+      on_backend<typename decltype(be_tag)::type>(m, sep, [&](auto&, const auto&, auto& dec) {
+        std::vector<Request> reqs;
+        for (int i = 0; i < n; ++i) {
+          reqs.push_back({prompt_tokens, o});
+          reqs.back().opts.seed = o.seed + std::uint64_t(i);  // wraps at 2^64 by design: seeds are bit patterns
+        }
+        outs = generate_batch(dec, reqs);
+      });
+    });
   });
   for (int i = 0; i < n; ++i) {
     std::printf("--- sample %d (%s, temperature %g, seed %llu)\n", i + 1, o.mode.name().c_str(), o.sampling.temperature,

@@ -48,7 +48,10 @@ template <class Fusers, class Blocks> int cmd_train(Args a) {
         "field names below; flags override it. --preset v1|paper (the flag's, else the file's; default v1)\n"
         "sets the fields listed below first, then the file's and the flags' fields change them. A baseline\n"
         "(--fuser none) trains single-pass. --resume continues a run bit-identically from\n"
-        "OUT_DIR/checkpoint (flags then may change only steps, eval/checkpoint cadence, out_dir, progress).\n\n"
+        "OUT_DIR/checkpoint (flags then may change only steps, eval/checkpoint cadence, out_dir, progress).\n"
+        "--device cpu|cuda|host (default cpu) chooses the backend the step, optimizer, evaluation and decoder run\n"
+        "on: cuda is the GPU (the fbt_cuda build of this command), host the CUDA backend's host stand-in (a check\n"
+        "of the GPU path without a GPU); threads, distributed and precision bf16 are the CPU's.\n\n"
         "fields (default):\n");
     const TrainConfig d;
     for (const auto& f : train_config_fields()) std::printf("  --%-24s %s (%s)\n", f.name.c_str(), f.help.c_str(), f.get(d).c_str());
@@ -67,7 +70,8 @@ template <class Fusers, class Blocks> int cmd_train(Args a) {
     }
     return 0;
   }
-  const std::string resume = take(a, "resume", ""), config = take(a, "config", "");
+  const std::string resume = take(a, "resume", ""), config = take(a, "config", ""), device = take(a, "device", "cpu");
+  with_device(device, [](auto) {});  // an unknown device (or cuda in a build without it) is refused before anything starts
   if (!resume.empty()) {
     static const char* allowed[] = {"steps",        "eval_every",       "checkpoint_every", "out_dir",     "progress",
                                     "eval_windows", "seq_eval_windows", "monitor_passes",   "max_memory_gb", "distributed",
@@ -86,20 +90,22 @@ template <class Fusers, class Blocks> int cmd_train(Args a) {
     const auto lock = lock_out_dir(out_dir, a, rec.distributed);
     install_stop_handlers();
     int rc = 0;
-    with_model<float, Fusers, Blocks>(rec.model, [&](auto tag) {
-      using M = typename decltype(tag)::type;
-      auto t = Trainer<M>::resume(resume, [&](TrainConfig& c) {
-        const long before = c.steps;
-        for (const auto& kv : a) set_config_field(c, kv.first, kv.second);
-        if (c.steps != before)
-          std::fprintf(stderr, "note: steps %ld -> %ld also moves the LR schedule and the feedback start (both are set by the run's length)\n",
-                       before, c.steps);
+    with_device(device, [&](auto be_tag) {
+      with_model<float, Fusers, Blocks>(rec.model, [&](auto tag) {
+        using M = typename decltype(tag)::type;
+        auto t = Trainer<M, typename decltype(be_tag)::type>::resume(resume, [&](TrainConfig& c) {
+          const long before = c.steps;
+          for (const auto& kv : a) set_config_field(c, kv.first, kv.second);
+          if (c.steps != before)
+            std::fprintf(stderr, "note: steps %ld -> %ld also moves the LR schedule and the feedback start (both are set by the run's length)\n",
+                         before, c.steps);
+        });
+        attach_distributed(*t, t->cfg.distributed);
+        if (t->communicator().rank() == 0) std::fprintf(stderr, "resumed from %s at step %ld\n", resume.c_str(), t->step);
+        g_progress_started = progress;
+        t->run(stderr);
+        rc = t->stopped_by ? 128 + t->stopped_by : 0;
       });
-      attach_distributed(*t, t->cfg.distributed);
-      if (t->communicator().rank() == 0) std::fprintf(stderr, "resumed from %s at step %ld\n", resume.c_str(), t->step);
-      g_progress_started = progress;
-      t->run(stderr);
-      rc = t->stopped_by ? 128 + t->stopped_by : 0;
     });
     return rc;
   }
@@ -113,12 +119,14 @@ template <class Fusers, class Blocks> int cmd_train(Args a) {
   install_stop_handlers();  // SIGTERM, SIGINT: the step under way finishes, a checkpoint is written
   resolve_data_path(c);   // the run's record names its corpus by absolute path (eval works from anywhere)
   int rc = 0;
-  with_model<float, Fusers, Blocks>(c.model, [&](auto tag) {
-    Trainer<typename decltype(tag)::type> t(c);
-    attach_distributed(t, c.distributed);
-    g_progress_started = c.progress;
-    t.run(stderr);
-    rc = t.stopped_by ? 128 + t.stopped_by : 0;
+  with_device(device, [&](auto be_tag) {
+    with_model<float, Fusers, Blocks>(c.model, [&](auto tag) {
+      Trainer<typename decltype(tag)::type, typename decltype(be_tag)::type> t(c);
+      attach_distributed(t, c.distributed);
+      g_progress_started = c.progress;
+      t.run(stderr);
+      rc = t.stopped_by ? 128 + t.stopped_by : 0;
+    });
   });
   return rc;
 }
@@ -130,7 +138,7 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
         "fbt eval --checkpoint CKPT [--data task:NAME|FILE] [--task_difficulty N] [--task_length L] [--task_reveal Q] [--seq_len T] [--windows N]\n"
         "         [--seq_windows N] [--monitor K] [--passes K] [--doc_split blank_line|none] [--val_fraction X]\n"
         "         [--val_data FILE] [--doc_sep_id N] [--token_dtype auto|uint16|uint32|int32|int64]\n"
-        "         [--precision fp32|bf16] [--precision_check N] [--max_memory_gb X]\n"
+        "         [--precision fp32|bf16] [--precision_check N] [--max_memory_gb X] [--device cpu|cuda|host]\n"
         "         [--task addition|state_tracking|multihop --task_examples N [--eval_lengths 1,2,4] [--trace_tag true|false]]\n\n"
         "The data options and --precision default to those the checkpoint's run was trained with (read from its\n"
         "train_state.safetensors); --windows 0 and --seq_windows -1 evaluate every validation window.\n"
@@ -146,7 +154,9 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
         "--task_examples N also decodes N problems of a reasoning task (the run's own, or --task; e.g. after fine-tuning\n"
         "on .jsonl data) greedily in standard mode and, with feedback, soft, fused(1) and fused(2), at each of\n"
         "--eval_lengths times the difficulty, and prints accuracy, median trace bytes and McNemar's exact test of\n"
-        "every two modes on the same problems.\n");
+        "every two modes on the same problems.\n"
+        "--device: the backend the evaluation runs on (cpu, the default; cuda: the fbt_cuda build; host: the CUDA\n"
+        "backend's host stand-in); --precision bf16 and --precision_check are the CPU's (another device uses fp32).\n");
     return 0;
   }
   const std::string ck = take(a, "checkpoint", "");
@@ -189,8 +199,12 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
   const int monitor = int_option<int>("monitor", take(a, "monitor", "30"), 0, kMaxPasses, "passes of the contraction monitor, 0 = off");
   const std::string passes = take(a, "passes", "");
   const int K_opt = passes.empty() ? 0 : int_option<int>("passes", passes, 1, kMaxPasses, "passes to evaluate");
-  const Precision prec = precision_option(take(a, "precision", c.precision));
+  const std::string device = take(a, "device", "cpu");
+  with_device(device, [](auto) {});
+  const Precision prec = precision_option(take(a, "precision", device == "cpu" ? c.precision : "fp32"));
   const int check_windows = int_option<int>("precision_check", take(a, "precision_check", "0"), 0, 100000, "windows decoded in fp32 and bf16, 0 = off");
+  cpu_only(device, prec == Precision::bf16, "--precision bf16");
+  cpu_only(device, check_windows > 0, "--precision_check");
   if (check_windows > 0 && !bf16_available()) throw Error("--precision_check: " + bf16_unavailable_reason());
   const double max_memory_gb = max_memory_option(a);
   const int task_examples = int_option<int>("task_examples", take(a, "task_examples", "0"), 0, 1000000, "greedy problems per mode, 0 = none");
@@ -217,76 +231,80 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
                 std::to_string(mc.max_position_embeddings) + ")");
   if (K_opt > 1 && !mc.feedback()) throw Error("--passes " + std::to_string(K_opt) + ": the checkpoint is a baseline (fuser none), which has 1 pass");
   check_command_memory("eval", eval_memory(c, mc, K_opt > 0 ? K_opt : (mc.feedback() ? 3 : 1)), max_memory_gb, "lower --seq_len or --passes");
-  with_model<float, Fusers, Blocks>(mc, [&](auto tag) {
-    using M = typename decltype(tag)::type;
-    M m = load_checkpoint<M>(ck);
-    c.model = m.cfg;
-    auto data = make_data_source(c);
-    const int K = K_opt > 0 ? K_opt : (M::has_feedback ? 3 : 1);
-    Workspace<M> w;
-    std::printf("checkpoint %s: %zu parameters, fuser %s; data %s%s\n", ck.c_str(), m.params.size(), m.cfg.fuser.c_str(), data->describe().c_str(),
-                prec == Precision::bf16 ? "; bf16 products" : "");
-    const auto vl = evaluate_passes(m, w, *data, c.seq_len, K, windows);
-    for (int k = 0; k < K; ++k) std::printf("  pass %d validation loss %.4f%s\n", k + 1, vl[k], k == 0 ? "  (standard)" : "");
-    const int nw = detail::parallel_eval_windows(*data, c.seq_len, windows);
-    const double opt = data->mean_optimal_loss(c.seq_len, nw);
-    if (!std::isnan(opt)) std::printf("  optimal loss %.4f  (the data's closed form, same %d windows)\n", opt, nw);
-    Decoder<M> dec(m, data->doc_sep());
-    if (seq_windows != 0) {
-      std::printf("  sequential (standard) loss %.4f\n", sequential_loss(dec, *data, c.seq_len, seq_windows, DecodeModeSpec{}));
-      if (M::has_feedback)
-        std::printf("  sequential (soft) loss %.4f\n", sequential_loss(dec, *data, c.seq_len, seq_windows, DecodeModeSpec::parse("soft")));
-      const int ns = detail::sequential_eval_windows(*data, c.seq_len, seq_windows);
-      const double sopt = data->mean_optimal_loss(c.seq_len, ns);
-      if (!std::isnan(sopt)) std::printf("  optimal loss %.4f  (the same %d windows as the sequential losses)\n", sopt, ns);
-    }
-    if (check_windows > 0) {
-      std::vector<std::vector<int>> wins;
-      std::vector<int> tok, tgt;
-      std::vector<std::uint8_t> ds;
-      const int nw_all = data->num_eval_windows(c.seq_len);
-      for (int i = 0; i < std::min(check_windows, nw_all); ++i) {
-        data->eval_window(i, c.seq_len, tok, tgt, ds);
-        wins.push_back(tok);
-      }
-      const int prompt = std::min(16, c.seq_len - 1);
-      for (const char* mode : {"standard", "soft"}) {
-        if (!M::has_feedback && std::string(mode) == "soft") continue;
-        const GreedyAgreement g = greedy_agreement(dec, wins, DecodeModeSpec::parse(mode), Precision::fp32, Precision::bf16, prompt, 64);
-        long never = 0;
-        for (int f : g.first_divergence) never += f < 0;
-        std::printf("  bf16 vs fp32 greedy tokens (%s, %zu windows): teacher-forced %ld of %ld the same (%.2f%%); free-running %ld of %ld (%.2f%%), "
-                    "%ld of %zu continuations identical\n",
-                    mode, wins.size(), g.same, g.positions, 100 * g.rate(), g.generated_same, g.generated, 100 * g.free_rate(), never, wins.size());
-      }
-    }
-    if (task_examples > 0) {  // greedy answers per mode and length, paired tests on the same problems
-      std::vector<std::string> modes{"standard"};
-      if (M::has_feedback) modes.insert(modes.end(), {"soft", "fused(1)", "fused(2)"});
-      for (int mult : task_lengths) {
-        check_eval_length(task_cfg, mult, m.cfg.max_position_embeddings);
-        const auto ex = task_cfg.trace_tag ? eval_examples_at_levels(task_cfg, task_examples, 20261202, mult) : eval_examples(task_cfg, task_examples, 20261202, mult);
-        std::printf("  task %s, difficulty %d x %d, %zu problems (seed 20261202), greedy:\n", task_cfg.name.c_str(), task_cfg.difficulty, mult, ex.size());
-        std::vector<TaskEvalResult> rs;
-        for (const auto& md : modes) {
-          Decoder<M> tdec(m, kSep);
-          rs.push_back(evaluate_task(tdec, task_cfg, ex, DecodeModeSpec::parse(md), max_solution_bytes(task_cfg, mult) + 8));
-          std::printf("    %-9s accuracy %.3f, median trace %.1f bytes, completed %.3f\n", md.c_str(), rs.back().accuracy, rs.back().median_trace, rs.back().completed);
+  with_device(device, [&](auto be_tag) {
+    using Be = typename decltype(be_tag)::type;
+    with_model<float, Fusers, Blocks>(mc, [&](auto tag) {
+      using M = typename decltype(tag)::type;
+      M m = load_checkpoint<M>(ck);
+      c.model = m.cfg;
+      auto data = make_data_source(c);
+      const int K = K_opt > 0 ? K_opt : (M::has_feedback ? 3 : 1);
+      on_backend<Be>(m, data->doc_sep(), [&](Be& be, const Weights<float>& wt, auto& dec) {
+        Workspace<M, Be> w;
+        std::printf("checkpoint %s: %zu parameters, fuser %s; data %s%s\n", ck.c_str(), m.params.size(), m.cfg.fuser.c_str(), data->describe().c_str(),
+                    prec == Precision::bf16 ? "; bf16 products" : "");
+        const auto vl = evaluate_passes(be, m, wt, w, *data, c.seq_len, K, windows);
+        for (int k = 0; k < K; ++k) std::printf("  pass %d validation loss %.4f%s\n", k + 1, vl[k], k == 0 ? "  (standard)" : "");
+        const int nw = detail::parallel_eval_windows(*data, c.seq_len, windows);
+        const double opt = data->mean_optimal_loss(c.seq_len, nw);
+        if (!std::isnan(opt)) std::printf("  optimal loss %.4f  (the data's closed form, same %d windows)\n", opt, nw);
+        if (seq_windows != 0) {
+          std::printf("  sequential (standard) loss %.4f\n", sequential_loss(dec, *data, c.seq_len, seq_windows, DecodeModeSpec{}));
+          if (M::has_feedback)
+            std::printf("  sequential (soft) loss %.4f\n", sequential_loss(dec, *data, c.seq_len, seq_windows, DecodeModeSpec::parse("soft")));
+          const int ns = detail::sequential_eval_windows(*data, c.seq_len, seq_windows);
+          const double sopt = data->mean_optimal_loss(c.seq_len, ns);
+          if (!std::isnan(sopt)) std::printf("  optimal loss %.4f  (the same %d windows as the sequential losses)\n", sopt, ns);
         }
-        std::vector<std::pair<std::string, const TaskEvalResult*>> runs;
-        for (const auto& r : rs) runs.push_back({r.mode, &r});
-        for (const ModePairTest& t : mode_pair_tests(runs)) std::printf("    %s\n", format_pair_test(t).c_str());
-      }
-    }
-    if (M::has_feedback && monitor > 0) {
-      std::vector<int> tok, tgt;
-      std::vector<std::uint8_t> ds;
-      data->eval_window(0, c.seq_len, tok, tgt, ds);
-      const auto cc = contraction_monitor(m, w, Batch{1, c.seq_len, tok.data(), tgt.data(), ds.data()}, monitor);
-      std::printf("  contraction monitor (k: L(k), delta_k):");
-      for (std::size_t k = 0; k < cc.loss.size(); ++k) std::printf("%s %zu: %.4f %.2e", k % 5 ? "," : "\n   ", k + 1, cc.loss[k], cc.delta[k]);
-      std::printf("\n");
-    }
+        if (check_windows > 0) {
+          std::vector<std::vector<int>> wins;
+          std::vector<int> tok, tgt;
+          std::vector<std::uint8_t> ds;
+          const int nw_all = data->num_eval_windows(c.seq_len);
+          for (int i = 0; i < std::min(check_windows, nw_all); ++i) {
+            data->eval_window(i, c.seq_len, tok, tgt, ds);
+            wins.push_back(tok);
+          }
+          const int prompt = std::min(16, c.seq_len - 1);
+          for (const char* mode : {"standard", "soft"}) {
+            if (!M::has_feedback && std::string(mode) == "soft") continue;
+            const GreedyAgreement g = greedy_agreement(dec, wins, DecodeModeSpec::parse(mode), Precision::fp32, Precision::bf16, prompt, 64);
+            long never = 0;
+            for (int f : g.first_divergence) never += f < 0;
+            std::printf("  bf16 vs fp32 greedy tokens (%s, %zu windows): teacher-forced %ld of %ld the same (%.2f%%); free-running %ld of %ld (%.2f%%), "
+                        "%ld of %zu continuations identical\n",
+                        mode, wins.size(), g.same, g.positions, 100 * g.rate(), g.generated_same, g.generated, 100 * g.free_rate(), never, wins.size());
+          }
+        }
+        if (task_examples > 0) {  // greedy answers per mode and length, paired tests on the same problems
+          std::vector<std::string> modes{"standard"};
+          if (M::has_feedback) modes.insert(modes.end(), {"soft", "fused(1)", "fused(2)"});
+          for (int mult : task_lengths) {
+            check_eval_length(task_cfg, mult, m.cfg.max_position_embeddings);
+            const auto ex = task_cfg.trace_tag ? eval_examples_at_levels(task_cfg, task_examples, 20261202, mult) : eval_examples(task_cfg, task_examples, 20261202, mult);
+            std::printf("  task %s, difficulty %d x %d, %zu problems (seed 20261202), greedy:\n", task_cfg.name.c_str(), task_cfg.difficulty, mult, ex.size());
+            std::vector<TaskEvalResult> rs;
+            for (const auto& md : modes) {
+              Decoder<M> tdec(m, kSep);
+              rs.push_back(evaluate_task(tdec, task_cfg, ex, DecodeModeSpec::parse(md), max_solution_bytes(task_cfg, mult) + 8));
+              std::printf("    %-9s accuracy %.3f, median trace %.1f bytes, completed %.3f\n", md.c_str(), rs.back().accuracy, rs.back().median_trace, rs.back().completed);
+            }
+            std::vector<std::pair<std::string, const TaskEvalResult*>> runs;
+            for (const auto& r : rs) runs.push_back({r.mode, &r});
+            for (const ModePairTest& t : mode_pair_tests(runs)) std::printf("    %s\n", format_pair_test(t).c_str());
+          }
+        }
+        if (M::has_feedback && monitor > 0) {
+          std::vector<int> tok, tgt;
+          std::vector<std::uint8_t> ds;
+          data->eval_window(0, c.seq_len, tok, tgt, ds);
+          const auto cc = contraction_monitor(be, m, wt, w, Batch{1, c.seq_len, tok.data(), tgt.data(), ds.data()}, monitor);
+          std::printf("  contraction monitor (k: L(k), delta_k):");
+          for (std::size_t k = 0; k < cc.loss.size(); ++k) std::printf("%s %zu: %.4f %.2e", k % 5 ? "," : "\n   ", k + 1, cc.loss[k], cc.delta[k]);
+          std::printf("\n");
+        }
+      });
+    });
   });
   return 0;
 }

@@ -103,12 +103,13 @@ class OptionList {
     for (const auto& s : specs_) r += (r.empty() ? "" : ", ") + s.name;
     return r.empty() ? "none" : r;
   }
-
- private:
+  /// Adds a declared option as it is (a mixed block re-declares its types' options under scoped names).
   void add(OptionSpec s) {
     FBT_ASSERT(!s.name.empty() && find(s.name) == nullptr, "OptionList: option \"" + s.name + "\" is empty or declared twice");
     specs_.push_back(std::move(s));
   }
+
+ private:
   std::vector<OptionSpec> specs_;
 };
 

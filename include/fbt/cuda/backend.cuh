@@ -124,6 +124,17 @@ class CudaBackend {
   void sigmoid_gate_backward(float* da, float* dz, const float* dy, const float* a, const float* z, std::size_t n) {
     cuda::sigmoid_gate_backward(da, dz, dy, a, z, n, stream_);
   }
+  void mul(float* y, const float* a, const float* b, std::size_t n) { cuda::mul(y, a, b, n, stream_); }
+  void mul_add(float* y, const float* a, const float* b, std::size_t n) { cuda::mul_add(y, a, b, n, stream_); }
+  void mul_backward(float* da, float* db, const float* dy, const float* a, const float* b, std::size_t n) {
+    cuda::mul_backward(da, db, dy, a, b, n, stream_);
+  }
+  void scale_groups(float* y, const float* x, const float* s, int R, int G, int C) { cuda::scale_groups(y, x, s, R, G, C, stream_); }
+  void scale_groups_backward(float* dx, float* ds, const float* dy, const float* x, const float* s, int R, int G, int C) {
+    cuda::scale_groups_backward(dx, ds, dy, x, s, R, G, C, stream_);
+  }
+  void sigmoid(float* y, const float* z, std::size_t n) { cuda::sigmoid(y, z, n, stream_); }
+  void sigmoid_backward(float* dz, const float* dy, const float* y, std::size_t n) { cuda::sigmoid_backward(dz, dy, y, n, stream_); }
   void axpby(float* y, float a, const float* x, float b, std::size_t n) { cuda::axpby(y, a, x, b, n, stream_); }
   void add(float* y, const float* x, std::size_t n) { cuda::axpby(y, 1.f, x, 1.f, n, stream_); }
   void scale(float* x, double s, std::size_t n) { cuda::scale_inplace(x, s, n, stream_); }

@@ -1,4 +1,4 @@
-// fbt/cuda/check.cuh: every CUDA runtime and cuBLAS call is checked (issue 5).
+// fbt/cuda/check.cuh: every CUDA runtime and cuBLAS call is checked.
 //
 // A failure throws fbt::Error naming the call as written in the source, the file and line, and the
 // library's own message (cudaGetErrorName + cudaGetErrorString, or cublasGetStatusName/String), as

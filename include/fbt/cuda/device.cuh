@@ -1,4 +1,4 @@
-// fbt/cuda/device.cuh: is there a CUDA device to run on? (runtime selection, issue 5)
+// fbt/cuda/device.cuh: is there a CUDA device to run on? (runtime selection)
 //
 // device_available() never throws: no driver, a driver too old for the runtime, no device, or
 // CUDA_VISIBLE_DEVICES="" all mean "no", and the caller runs the CPU path. The CUDA path is compiled

@@ -1,4 +1,4 @@
-// fbt/cuda/kernels.cuh: the model's kernels on the GPU (issue 5), one __global__ kernel + one host
+// fbt/cuda/kernels.cuh: the model's kernels on the GPU, one __global__ kernel + one host
 // launcher per CPU kernel of fbt/ops/, named like it, in the same argument order, plus a cudaStream_t
 // (STYLE 2.8, llm.c llmc/*.cuh). Backward launchers ACCUMULATE into their gradients, as on the CPU.
 //
@@ -16,6 +16,9 @@
 //   attention_decode               ops/attention.hpp     one block per (sequence, head) over its KV cache
 //   swiglu_forward/backward        ops/activations.hpp
 //   sigmoid_gate_forward/backward  ops/activations.hpp   the GLU fuser's product
+//   mul, mul_add, mul_backward     ops/elementwise.hpp   elementwise products
+//   scale_groups(_backward)        ops/elementwise.hpp   per-row / per-head broadcast scale; ds: one thread per group
+//   sigmoid(_backward)             ops/elementwise.hpp
 //   shift_right_forward/backward   ops/shift.hpp
 //   embedding_forward/backward     ops/embedding.hpp     backward scatters with atomicAdd
 //   softmax_xent_forward/backward  ops/softmax_xent.hpp  one block per row, in place
@@ -673,6 +676,90 @@ template <class T> void sigmoid_gate_backward(T* da, T* dz, const T* dy, const T
   if (n == 0) return;
   sigmoid_gate_backward_kernel<T><<<detail::grid_for(n), detail::kThreads, 0, stream>>>(da, dz, dy, a, z, long(n));
   FBT_CUDA_CHECK_LAUNCH("sigmoid_gate_backward_kernel");
+}
+
+// ========================================================================== elementwise products, broadcast scale, sigmoid
+
+template <class T> __global__ void mul_kernel(T* y, const T* a, const T* b, long n) {
+  for (long i = long(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += long(gridDim.x) * blockDim.x) y[i] = a[i] * b[i];
+}
+template <class T> __global__ void mul_add_kernel(T* y, const T* a, const T* b, long n) {
+  for (long i = long(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += long(gridDim.x) * blockDim.x) y[i] += a[i] * b[i];
+}
+/// da += dy b,  db += dy a; a null da or db is skipped.
+template <class T> __global__ void mul_backward_kernel(T* da, T* db, const T* dy, const T* a, const T* b, long n) {
+  for (long i = long(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += long(gridDim.x) * blockDim.x) {
+    if (da) da[i] += dy[i] * b[i];
+    if (db) db[i] += dy[i] * a[i];
+  }
+}
+/// y[i] = x[i] s[i / C]: element i of x (R, G*C) belongs to group i / C of s (R, G).
+template <class T> __global__ void scale_groups_kernel(T* y, const T* x, const T* s, long n, int C) {
+  for (long i = long(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += long(gridDim.x) * blockDim.x) y[i] = x[i] * s[i / C];
+}
+/// One thread per group (r, g): dx += dy s over its C elements, ds += their sum of dy x.
+template <class T> __global__ void scale_groups_backward_kernel(T* dx, T* ds, const T* dy, const T* x, const T* s, long groups, int C) {
+  for (long rg = long(blockIdx.x) * blockDim.x + threadIdx.x; rg < groups; rg += long(gridDim.x) * blockDim.x) {
+    const T sg = s[rg];
+    T acc = 0;
+    for (long i = rg * C; i < (rg + 1) * C; ++i) {
+      if (dx) dx[i] += dy[i] * sg;
+      acc += dy[i] * x[i];
+    }
+    if (ds) ds[rg] += acc;
+  }
+}
+template <class T> __global__ void sigmoid_kernel(T* y, const T* z, long n) {
+  for (long i = long(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += long(gridDim.x) * blockDim.x) y[i] = detail::sigmoidf_(z[i]);
+}
+/// dz += dy y (1 - y), y the forward's output.
+template <class T> __global__ void sigmoid_backward_kernel(T* dz, const T* dy, const T* y, long n) {
+  for (long i = long(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += long(gridDim.x) * blockDim.x) dz[i] += dy[i] * y[i] * (T(1) - y[i]);
+}
+
+/// \brief y = a * b, all (n) (y may alias a or b).
+template <class T> void mul(T* y, const T* a, const T* b, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  mul_kernel<T><<<detail::grid_for(n), detail::kThreads, 0, stream>>>(y, a, b, long(n));
+  FBT_CUDA_CHECK_LAUNCH("mul_kernel");
+}
+/// \brief y += a * b, all (n).
+template <class T> void mul_add(T* y, const T* a, const T* b, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  mul_add_kernel<T><<<detail::grid_for(n), detail::kThreads, 0, stream>>>(y, a, b, long(n));
+  FBT_CUDA_CHECK_LAUNCH("mul_add_kernel");
+}
+/// \brief Backward of mul and mul_add: accumulates da, db (n) from dy; a null da or db is skipped.
+template <class T> void mul_backward(T* da, T* db, const T* dy, const T* a, const T* b, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  mul_backward_kernel<T><<<detail::grid_for(n), detail::kThreads, 0, stream>>>(da, db, dy, a, b, long(n));
+  FBT_CUDA_CHECK_LAUNCH("mul_backward_kernel");
+}
+/// \brief y (R, G*C) = x (R, G*C) scaled by s (R, G) over each group of C (y may alias x).
+template <class T> void scale_groups(T* y, const T* x, const T* s, int R, int G, int C, cudaStream_t stream) {
+  const std::size_t n = std::size_t(R) * G * C;
+  if (n == 0) return;
+  scale_groups_kernel<T><<<detail::grid_for(n), detail::kThreads, 0, stream>>>(y, x, s, long(n), C);
+  FBT_CUDA_CHECK_LAUNCH("scale_groups_kernel");
+}
+/// \brief dx (R, G*C) += dy s (broadcast), ds (R, G) += sums over C of dy x; a null dx or ds is skipped.
+template <class T> void scale_groups_backward(T* dx, T* ds, const T* dy, const T* x, const T* s, int R, int G, int C, cudaStream_t stream) {
+  const std::size_t groups = std::size_t(R) * G;
+  if (groups == 0 || C == 0) return;
+  scale_groups_backward_kernel<T><<<detail::grid_for(groups), detail::kThreads, 0, stream>>>(dx, ds, dy, x, s, long(groups), C);
+  FBT_CUDA_CHECK_LAUNCH("scale_groups_backward_kernel");
+}
+/// \brief y = sigmoid(z), all (n) (y may alias z).
+template <class T> void sigmoid(T* y, const T* z, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  sigmoid_kernel<T><<<detail::grid_for(n), detail::kThreads, 0, stream>>>(y, z, long(n));
+  FBT_CUDA_CHECK_LAUNCH("sigmoid_kernel");
+}
+/// \brief dz += dy y (1 - y), all (n), y = sigmoid(z) the forward's output.
+template <class T> void sigmoid_backward(T* dz, const T* dy, const T* y, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  sigmoid_backward_kernel<T><<<detail::grid_for(n), detail::kThreads, 0, stream>>>(dz, dy, y, long(n));
+  FBT_CUDA_CHECK_LAUNCH("sigmoid_backward_kernel");
 }
 
 /// y = a x + b y (b = 0: y = a x, y's old contents never read, so a NaN there does not leak).

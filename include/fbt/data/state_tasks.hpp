@@ -1,5 +1,5 @@
 // fbt/data/state_tasks.hpp: running-state tasks, documents made by a hidden-state process whose optimal
-// loss is known in closed form at every token (issue 12: data on which carried state must help).
+// loss is known in closed form at every token (data on which carried state must help).
 //
 // A document is kSep + L symbols + '\n' (L = task_length). A hidden state starts at a fixed s_0 and each
 // symbol x_t is drawn from the state before it, s_{t-1}:

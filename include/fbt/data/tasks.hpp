@@ -36,7 +36,8 @@
 // reports accuracy and trace length per requested level on the same problems.
 //
 // The running-state tasks (running_sum, permutation, brackets) are another family with their own data
-// source: state_tasks.hpp. builtin_task_names() lists both families.
+// source: state_tasks.hpp; the probing tasks (completion, delayed_memory, latest_write) a third: probe_tasks.hpp.
+// builtin_task_names() lists all three families.
 #pragma once
 
 #include <cmath>
@@ -50,6 +51,7 @@
 #include "../core/rng.hpp"
 #include "../detail/input.hpp"
 #include "dataset.hpp"
+#include "probe_tasks.hpp"
 #include "state_tasks.hpp"
 #include "tokenizer.hpp"
 
@@ -91,6 +93,7 @@ inline const std::vector<std::string>& task_names() {
 inline std::vector<std::string> builtin_task_names() {
   std::vector<std::string> n = task_names();
   n.insert(n.end(), state_task_names().begin(), state_task_names().end());
+  n.insert(n.end(), probe_task_names().begin(), probe_task_names().end());
   return n;
 }
 /// The verbosity levels, in the order of TaskConfig's probabilities.

@@ -5,6 +5,8 @@
 //   soft       plain prefill of the prompt; then each new token's input is N_in(Fuse(h_prev, e(tok)))
 //   fused(k)   prefill = a plain pass + k fed-back passes over the prompt (position 1 plain, no prefix
 //              mixing), committing only the last pass's K/V and state; then as soft. Prefill costs (k+1)x.
+// A mode's PrefillSpec (policy.hpp) may replace the policy's prefill: standard, fused(k), or recurrent
+// (token by token, each prompt token fed back with the previous position's state: P steps).
 // Per-sequence state = KV cache + h_prev (the previous position's tapped state, spec 2's feedback_source),
 // so batched decoding carries both. The prefill is the training forward (model/pass.hpp forward_chain,
 // B = 1); a step runs R sequences' new tokens together, each block one position per sequence against
@@ -12,8 +14,13 @@
 // table, so a soft step's own cost is the fuser's s part and the norms (spec 4).
 // Documents: a token equal to `sep_token` starts a document: its input is plain and, under
 // doc_attention "masked", the cache restarts (RoPE positions from 0), exactly as in training.
+// Sliding-window layers (config layer_types): such a layer's cache is a ring of min(capacity, W) rows,
+// position p in row p % W, so a sequence's memory on it is bounded by the window. Attention over the ring
+// needs no order (the keys are stored after RoPE): a step sees its min(len + 1, W) live rows, which are
+// exactly the keys t-W < j <= t of the training forward.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -31,10 +38,13 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> struct Sequence {
   using T = typename M::Scalar;
   int capacity = 0;        ///< positions the cache can hold
   int len = 0;             ///< positions in the cache (since the document start under masked attention)
-  typename Be::template Buf<T> k, v;  ///< per layer l, (capacity, KD_l) keys (after QK-norm and RoPE) and values, layer after layer
+  typename Be::template Buf<T> k, v;  ///< per layer l, (rows_l, KD_l) keys (after QK-norm and RoPE) and values, layer after layer;
+                                      ///< rows_l = capacity, or min(capacity, W) on a sliding layer (a ring)
+  std::vector<std::size_t> koff;      ///< (L) offset of layer l's rows in k and v
   typename Be::template Buf<T> h;     ///< (D) state of the last position: what the next token is fused with
   bool has_h = false;
   int generated = 0;       ///< tokens fed after the prefill (what the policy's feed() is told)
+  bool prefilling = false; ///< inside a recurrent prefill: every step is fed back (no policy asked), none counts as generated
   DecodeModeSpec mode;
 };
 
@@ -70,9 +80,13 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
                "sequence capacity " + std::to_string(capacity) + " must be in [1, max_position_embeddings=" +
                    std::to_string(m_.opts.max_position_embeddings) + "]");
     FBT_ASSERT(!mode.feeds_back() || fb, "decoding mode " + mode.name() + " needs a feedback fuser (the model's fuser is none)");
+    FBT_ASSERT(!mode.prefill_feeds_back() || fb, "prefill " + mode.prefill.describe() + " of decoding mode " + mode.name() +
+                                                     " needs a feedback fuser (the model's fuser is none)");
     Seq s;
     s.capacity = capacity, s.mode = mode;
-    const std::size_t n = std::size_t(capacity) * kd_sum_;
+    std::size_t n = 0;
+    s.koff.assign(std::size_t(m_.L), 0);
+    for (int l = 0; l < m_.L; ++l) s.koff[l] = n, n += std::size_t(rows(capacity, l)) * kd_[l];
     s.k.resize(n), s.v.resize(n), s.h.resize(m_.D);
     be_->zero(s.k.data(), n), be_->zero(s.v.data(), n), be_->zero(s.h.data(), std::size_t(m_.D));
     return s;
@@ -80,18 +94,37 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
 
   /// \brief Runs the prompt (P tokens, host) through the mode's prefill, commits K/V and h_prev, and
   /// writes the logits of the last prompt position into logits (V, host). The sequence must be fresh.
+  /// Recurrent prefill: the first token by a one-pass prefill, then each later token by a step fed back
+  /// with the previous position's state, whatever the policy (its feed() is asked from generation on).
   void prefill(Seq& s, const int* prompt, int P, T* logits) {
     FBT_ASSERT(P >= 1, "prefill needs at least one prompt token");
     FBT_ASSERT(s.len == 0 && !s.has_h, "prefill of a sequence that already holds tokens");
     FBT_ASSERT(P <= s.capacity, "prompt of " + std::to_string(P) + " tokens exceeds the sequence capacity " + std::to_string(s.capacity));
+    if (!s.mode.recurrent_prefill()) return prefill_passes(s, prompt, P, s.mode.prefill_passes(), logits);
+    FBT_ASSERT(fb, "recurrent prefill needs a feedback fuser (the model's fuser is none)");
+    refresh_pre_table(weights_());
+    prefill_passes(s, prompt, 1, 1, logits);
+    Seq* one = &s;
+    s.prefilling = true;
+    for (int t = 1; t < P; ++t) step(&one, 1, prompt + t, logits);
+    s.prefilling = false;
+  }
+
+  /// \brief Called in every step (when set) with the (R, D) rows, in the backend's memory, at depth 0..L+1:
+  /// depth l <= L-1 = block l's input (0 = the layer-0 input, after the fuser and N_in), L = the last block's
+  /// output, L+1 = the final norm's output. What a probe reads (probe.hpp); unset, a step pays nothing.
+  std::function<void(int depth, const T* rows, int R)> observe;
+
+ private:
+  /// The prompt through a plain pass and passes-1 fed-back ones (forward_chain), committed to s.
+  void prefill_passes(Seq& s, const int* prompt, int P, int passes, T* logits) {
     const int D = m_.D, V = m_.V, L = m_.L;
     const Weights<T> w = weights_();
-    if (s.mode.feeds_back()) refresh_pre_table(w);
+    if (s.mode.feeds_back() || passes > 1) refresh_pre_table(w);
     docs_.assign(P, 0);
     int start = 0;  // the last document start in the prompt
     for (int t = 0; t < P; ++t)
       if (t == 0 || prompt[t] == sep_) docs_[t] = 1, start = t;
-    const int passes = s.mode.prefill_passes();
     FBT_ASSERT(passes >= 1 && (passes == 1 || fb), "decoding mode " + s.mode.name() + ": " + std::to_string(passes) +
                                                       " prefill passes (at least 1; more than 1 needs a feedback fuser)");
     PassRunner<M, Be> run(*be_, m_, w, ws_);
@@ -99,13 +132,19 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
     run.begin_batch(prompt, docs_.data(), nullptr);
     run.forward_chain(passes, [](int, PassCache<M>&) {});
     PassCache<M>& p = ws_.pass[0];
-    // commit the last pass's keys and values (from the last document start under masked attention)
+    // commit the last pass's keys and values (from the last document start under masked attention); a
+    // sliding layer keeps the last W of them, position p (from the document start) in ring row p % W
     const int from = m_.opts.doc_masked ? start : 0;
     for (int l = 0; l < L; ++l) {
       const auto kv = m_.blocks[l].kv(p.blocks[l]);
-      const std::size_t kd = std::size_t(m_.blocks[l].kv_width()), off = std::size_t(s.capacity) * koff_[l];
-      be_->copy(s.k.data() + off, kv.first + std::size_t(from) * kd, std::size_t(P - from) * kd);
-      be_->copy(s.v.data() + off, kv.second + std::size_t(from) * kd, std::size_t(P - from) * kd);
+      const std::size_t kd = kd_[l], off = s.koff[l];
+      const int W = m_.windows[l], a = W > 0 ? std::max(from, P - W) : from;  // positions a..P-1 are kept
+      for (int t = a; t < P;) {  // contiguous runs of ring rows (one run without a window)
+        const int row = W > 0 ? (t - from) % W : t - from, n = W > 0 ? std::min(P - t, W - row) : P - t;
+        be_->copy(s.k.data() + off + std::size_t(row) * kd, kv.first + std::size_t(t) * kd, std::size_t(n) * kd);
+        be_->copy(s.v.data() + off + std::size_t(row) * kd, kv.second + std::size_t(t) * kd, std::size_t(n) * kd);
+        t += n;
+      }
     }
     s.len = P - from;
     be_->copy(s.h.data(), run.source(p) + std::size_t(P - 1) * D, std::size_t(D));
@@ -114,13 +153,15 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
     be_->download(logits, ws_.logits, std::size_t(V));
   }
 
+ public:
   /// \brief Feeds tokens[r] (host) to seqs[r] for r < R (one new position each) and writes logits (R, V, host).
   void step(Seq* const* seqs, int R, const int* tokens, T* logits) {
     const int D = m_.D, V = m_.V, L = m_.L;
     reserve(R);
     const Weights<T> w = weights_();
     bool any_fused = false;
-    int max_len1 = 0;
+    int max_len1 = 0, max_live1 = 0;
+    const int W = m_.window;
     for (int r = 0; r < R; ++r) {
       Seq& s = *seqs[r];
       FBT_ASSERT(tokens[r] >= 0 && tokens[r] < V, "token id " + std::to_string(tokens[r]) + " at position " + std::to_string(r) +
@@ -128,25 +169,28 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
       const bool doc_start = tokens[r] == sep_;
       if (doc_start && m_.opts.doc_masked) s.len = 0;  // a new document: nothing before it is visible
       FBT_ASSERT(s.len < s.capacity, "sequence is full (" + std::to_string(s.capacity) + " positions)");
-      const bool fused = fb && s.mode.feeds_back() && s.has_h && !doc_start && s.mode.feed(PolicyStep{s.len, s.generated});
+      const bool fused = fb && s.has_h && !doc_start && (s.prefilling || (s.mode.feeds_back() && s.mode.feed(PolicyStep{s.len, s.generated})));
       hmask_[r] = fused ? T(1) : T(0);
       any_fused |= fused;
       hint_[r] = tokens[r], hint_[R + r] = s.len, hint_[2 * R + r] = s.len + 1;
-      max_len1 = std::max(max_len1, s.len + 1);
+      hint_[3 * R + r] = W > 0 ? s.len % W : s.len, hint_[4 * R + r] = W > 0 ? std::min(s.len + 1, W) : s.len + 1;  // ring slot, live rows
+      max_len1 = std::max(max_len1, s.len + 1), max_live1 = std::max(max_live1, hint_[4 * R + r]);
       hptr_[r] = s.h.data();
       for (int l = 0; l < L; ++l) {
-        const std::size_t off = std::size_t(s.capacity) * koff_[l];
+        const std::size_t off = s.koff[l];
         hptr_[R + std::size_t(l) * R + r] = s.k.data() + off;
         hptr_[R + std::size_t(L + l) * R + r] = s.v.data() + off;
       }
     }
     const std::size_t nptr = R + 2 * std::size_t(L) * R;
-    be_->upload(ints_.data(), hint_.data(), std::size_t(3) * R);
+    be_->upload(ints_.data(), hint_.data(), std::size_t(5) * R);
     be_->upload(ptrs_.data(), hptr_.data(), nptr);
     be_->upload(mask_, hmask_.data(), std::size_t(R));
     const int* tok = ints_.data();
     const int* pos = tok + R;
     const int* len1 = pos + R;
+    const int* slot = len1 + R;   // (R) a sliding layer's ring row of the new position
+    const int* live1 = slot + R;  // (R) a sliding layer's live rows after the step
     T* const* hp = ptrs_.data();
     // layer-0 input
     m_.embed.forward(*be_, w, e_, tok, R);
@@ -158,37 +202,39 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
           be_->embedding_forward(pre_, tok, pre_table_.data(), R, V, P);  // the precompute, from the per-token table
         }
         be_->gather_rows(S_, const_cast<const T* const*>(hp), mask_, R, D);
-        m_.fused_rows(*be_, w, R, e_, S_, mask_, P > 0 ? pre_ : nullptr, fc_, u_, rin_, x_, false);  // plain rows as in pass 1
-      } else {
-        m_.plain_rows(*be_, w, R, e_, x_, rin_);
       }
-    } else {
-      m_.plain_rows(*be_, w, R, e_, x_, rin_);
     }
+    m_.input().decode_forward(*be_, w, R, e_, any_fused, S_, mask_, pre_, fc_, u_, rin_, x_);  // plain rows as in pass 1
     // the stack, one new position per sequence; the tapped state goes to each sequence's h
     const FeedbackTap tap = m_.opts.tap;
     for (int l = 0; l < L; ++l) {
-      const DecodeStep<T> st{R, pos, len1, max_len1, hp + R + std::size_t(l) * R, hp + R + std::size_t(L + l) * R};
+      T* const* kc = hp + R + std::size_t(l) * R;
+      T* const* vc = hp + R + std::size_t(L + l) * R;
+      const DecodeStep<T> st = m_.windows[l] > 0 ? DecodeStep<T>{R, pos, live1, max_live1, kc, vc, slot} : DecodeStep<T>{R, pos, len1, max_len1, kc, vc};
+      if (observe) observe(l, x_, R);
       m_.blocks[l].decode(*be_, w, dcache_[l], x_, st);
       if (tap.layer == l) be_->scatter_rows(hp, x_, R, D);
     }
+    if (observe) observe(L, x_, R);
     m_.final_norm.forward(*be_, w, hf_, rstd_, x_, R);
+    if (observe) observe(L + 1, hf_, R);
     linear(*be_, lg_, hf_, w.value + m_.head_offset(), R, V, D, D, false);
     if (tap.is_final_norm()) be_->scatter_rows(hp, hf_, R, D);
     be_->download(logits, lg_, std::size_t(R) * V);
     for (int r = 0; r < R; ++r) {
       seqs[r]->has_h = true;
       ++seqs[r]->len;
-      ++seqs[r]->generated;
+      if (!seqs[r]->prefilling) ++seqs[r]->generated;
     }
   }
 
  private:
   void init_layout() {
-    koff_.assign(m_.L, 0);
-    kd_sum_ = 0;
-    for (int l = 0; l < m_.L; ++l) koff_[l] = kd_sum_, kd_sum_ += std::size_t(m_.blocks[l].kv_width());
+    kd_.assign(m_.L, 0);
+    for (int l = 0; l < m_.L; ++l) kd_[l] = std::size_t(m_.blocks[l].kv_width());
   }
+  /// Cache rows of layer l in a sequence of `capacity` positions: a sliding layer's ring holds min(capacity, W).
+  int rows(int capacity, int l) const { return m_.windows[l] > 0 ? std::min(capacity, m_.windows[l]) : capacity; }
 
   /// A hash of the weights the per-token table reads (the embedding and the feedback tensors), for a
   /// host model whose weights may change between prefills (training, a test's edits).
@@ -254,8 +300,8 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
         r.done(t);
       }
     });
-    ints_.resize(std::size_t(3) * R), ptrs_.resize(R + 2 * std::size_t(L) * R);
-    hint_.assign(std::size_t(3) * R, 0), hptr_.assign(R + 2 * std::size_t(L) * R, nullptr), hmask_.assign(R, T(0));
+    ints_.resize(std::size_t(5) * R), ptrs_.resize(R + 2 * std::size_t(L) * R);
+    hint_.assign(std::size_t(5) * R, 0), hptr_.assign(R + 2 * std::size_t(L) * R, nullptr), hmask_.assign(R, T(0));
     rows_ = R;
   }
 
@@ -265,13 +311,12 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
   std::function<Weights<T>()> weights_;
   std::function<std::uint64_t()> version_;
   int sep_;
-  std::vector<std::size_t> koff_;  // (L) each layer's offset in a position's cache row (sum of earlier KD)
-  std::size_t kd_sum_ = 0;
+  std::vector<std::size_t> kd_;  // (L) each layer's KD
   Workspace<M, Be> ws_;  // prefill
   std::vector<std::uint8_t> docs_;
   int rows_ = 0;
   Buf<T> mem_, pre_table_, pre_tmp_;
-  Buf<int> ints_;   // tokens, pos, len1: (R) each
+  Buf<int> ints_;   // tokens, pos, len1, slot, live1: (R) each
   Buf<T*> ptrs_;    // h (R), then per layer the K caches (L, R), then the V caches (L, R)
   std::vector<int> hint_;
   std::vector<T*> hptr_;

@@ -4,6 +4,8 @@
 //   standard   every input is plain; the prompt is prefilled with one plain pass
 //   soft       plain prefill; then every new token's input is N_in(Fuse(h_prev, e(tok)))
 //   fused(k)   prefill = a plain pass + k fed-back passes over the prompt; then as soft
+// A mode may also carry its own prompt prefill (PrefillSpec: standard, fused(k) or recurrent = token by
+// token with feedback), written "MODE/prefill=P" (`--prefill P` on the commands).
 //
 // A policy type P (a user's as well as the built-in ones) has
 //   static constexpr const char* name = "...";   the mode's name: `--mode NAME` or `--mode NAME(ARG)`
@@ -161,17 +163,73 @@ class PolicyRegistry {
 /// Makes policy type P known to DecodeModeSpec::parse (and so to `--mode`).
 template <class P> void register_policy() { PolicyRegistry::global().add<P>(); }
 
-/// \brief A decoding mode: a policy object (default: standard). What a sequence and a request carry.
+/// \brief How a prompt is prefilled, when not as its decoding policy says (`--prefill`):
+///   policy      the policy's own prefill_passes() (the default)
+///   standard    one plain pass (every prompt input is N_in(e))
+///   fused(k)    a plain pass and k fed-back passes over the prompt (k in [1, 1000])
+///   recurrent   token by token with feedback: the first token plain, then each prompt token's input fused
+///               with the previous position's exact state, i.e. the prompt decoded in soft mode from an
+///               empty cache (a fully sequential prefill: P one-position steps; = fused(P-1), spec 4)
+/// Prefill and generation are independent: `soft` + recurrent prefill feeds back everywhere, `standard`
+/// + recurrent prefill reads a recurrently prefilled prompt and then generates without feedback.
+struct PrefillSpec {
+  enum Kind { kPolicy, kStandard, kFused, kRecurrent };
+  Kind kind = kPolicy;
+  int k = 0;  ///< fused(k) only
+  /// "" or "policy", "standard", "fused(k)" (also "fusedK", "fused" = fused(1)), "recurrent".
+  static PrefillSpec parse(const std::string& s) {
+    PrefillSpec p;
+    if (s.empty() || s == "policy") return p;
+    if (s == "standard") return p.kind = kStandard, p;
+    if (s == "recurrent") return p.kind = kRecurrent, p;
+    std::string arg;
+    if (s == "fused") arg = "1";
+    else if (s.rfind("fused(", 0) == 0 && s.back() == ')') arg = s.substr(6, s.size() - 7);
+    else if (s.rfind("fused", 0) == 0) arg = s.substr(5);
+    else throw Error("prefill \"" + detail::excerpt(s) + "\": expected standard, fused(k) or recurrent");
+    p.kind = kFused, p.k = FusedPolicy(arg).k;  // the same k rule as the fused(k) policy
+    return p;
+  }
+  std::string describe() const {
+    return kind == kPolicy ? "policy" : kind == kStandard ? "standard" : kind == kRecurrent ? "recurrent" : "fused(" + std::to_string(k) + ")";
+  }
+};
+
+/// \brief A decoding mode: a policy object (default: standard) and how the prompt is prefilled (default:
+/// as the policy says). What a sequence and a request carry.
 struct DecodeModeSpec {
   std::shared_ptr<const DecodePolicy> policy;
-  /// "standard", "soft", "fused(k)" (also "fusedK", "fused" = fused(1)), or a registered policy's NAME(ARG).
-  static DecodeModeSpec parse(const std::string& s) { return DecodeModeSpec{PolicyRegistry::global().make(s)}; }
+  PrefillSpec prefill{};
+  /// "standard", "soft", "fused(k)" (also "fusedK", "fused" = fused(1)), or a registered policy's NAME(ARG);
+  /// any of them followed by "/prefill=P" (P as PrefillSpec::parse reads it), e.g. "soft/prefill=recurrent".
+  static DecodeModeSpec parse(const std::string& s) {
+    const std::string tag = "/prefill=";
+    const auto at = s.rfind(tag);
+    if (at == std::string::npos) return DecodeModeSpec{PolicyRegistry::global().make(s)};
+    return DecodeModeSpec{PolicyRegistry::global().make(s.substr(0, at)), PrefillSpec::parse(s.substr(at + tag.size()))};
+  }
   /// A policy object made by the program itself.
   template <class P> static DecodeModeSpec of(P p) {
     return DecodeModeSpec{std::make_shared<detail::PolicyAdapter<P>>(std::move(p), 0)};
   }
-  std::string name() const { return policy ? policy->describe() : "standard"; }
-  int prefill_passes() const { return policy ? policy->prefill_passes() : 1; }
+  /// This mode with the prompt prefilled as p.
+  DecodeModeSpec with_prefill(PrefillSpec p) const { return DecodeModeSpec{policy, p}; }
+  /// The canonical spelling: parse(name()) gives this mode back.
+  std::string name() const {
+    const std::string n = policy ? policy->describe() : "standard";
+    return prefill.kind == PrefillSpec::kPolicy ? n : n + "/prefill=" + prefill.describe();
+  }
+  /// Whole-prompt passes of the prefill (1 under recurrent prefill: its first token's; the rest are steps).
+  int prefill_passes() const {
+    switch (prefill.kind) {
+      case PrefillSpec::kStandard: case PrefillSpec::kRecurrent: return 1;
+      case PrefillSpec::kFused: return 1 + prefill.k;
+      default: return policy ? policy->prefill_passes() : 1;
+    }
+  }
+  bool recurrent_prefill() const { return prefill.kind == PrefillSpec::kRecurrent; }
+  /// Whether the prefill uses the fed-back state (then the model needs a feedback fuser).
+  bool prefill_feeds_back() const { return recurrent_prefill() || prefill_passes() > 1; }
   bool feeds_back() const { return policy && policy->feeds_back(); }
   bool feed(const PolicyStep& s) const { return policy && policy->feed(s); }
 };

@@ -1,4 +1,4 @@
-// fbt/detail/input.hpp: the two guards every reader of an outside file uses (issue 11).
+// fbt/detail/input.hpp: the two guards every reader of an outside file uses.
 //
 // regular_file_size() stats a path before anything opens it, so a directory, a FIFO (which would block
 // the open forever), /dev/zero (which never ends) or a file over the caller's size limit is refused with

@@ -1,4 +1,4 @@
-// fbt/dist/comm.hpp: the communicator contract of data-parallel training (issue 14), and the one-process one.
+// fbt/dist/comm.hpp: the communicator contract of data-parallel training, and the one-process one.
 //
 // Data parallelism in fbt: every rank draws the same global batch (same seed, same data order), runs the
 // K-pass step on its share of the rows, and the gradients are summed over the ranks before clipping and the

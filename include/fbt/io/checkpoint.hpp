@@ -317,6 +317,13 @@ template <class M> void load_model_into(const std::string& path, M& m) {
     detail::ckpt_check_types<M>(cfg, path, fn);
     // both as a model of type M records them (options resolved, legacy fields folded): a file from before
     // fuser_options equals the model it describes
+    const std::size_t nl = std::max(cfg.layer_blocks.size(), m.cfg.layer_blocks.size());
+    for (std::size_t l = 0; l < nl; ++l) {  // a mixed stack: the first layer whose block type differs
+      auto at = [l](const std::vector<std::string>& v) { return l < v.size() ? "\"" + detail::excerpt(v[l]) + "\"" : std::string("absent"); };
+      if (at(cfg.layer_blocks) != at(m.cfg.layer_blocks))
+        detail::ckpt_fail(fn, path, "config field \"layer_blocks[" + std::to_string(l) + "]\" is " + at(cfg.layer_blocks) + " in the file but " +
+                                        at(m.cfg.layer_blocks) + " in the model");
+    }
     const nlohmann::json a = to_json(M::normalized(cfg)), b = to_json(M::normalized(m.cfg));
     for (auto it = b.begin(); it != b.end(); ++it) {
       const auto other = a.find(it.key());

@@ -13,8 +13,9 @@
 // "qwen3", no fuser or fuser "none"): it must carry HF's own keys (qwen3_required_keys()) and gets
 // fbt's meaning for those HF does not have (qwen3_defaults(), docs/file-formats.md). HF keys that fbt
 // does not use are accepted from a fixed allow-list (hf_ignored_keys()); the ones that would change
-// the computation (hidden_act, attention_bias, rope_scaling, use_sliding_window, layer_types, and newer
-// transformers' rope_parameters) are accepted only with the value fbt implements.
+// the computation (hidden_act, attention_bias, rope_scaling, and newer transformers' rope_parameters)
+// are accepted only with the value fbt implements. Sliding-window layers use HF's own four keys
+// (sliding_window, use_sliding_window, max_window_layers, layer_types), read as HF reads them.
 #pragma once
 
 #include <algorithm>
@@ -35,8 +36,7 @@ inline const std::vector<std::string>& hf_ignored_keys() {
   static const std::vector<std::string> keys = {
       "architectures", "model_type",   "torch_dtype",        "dtype",          "hidden_act",
       "attention_bias", "attention_dropout", "bos_token_id", "eos_token_id",   "pad_token_id",
-      "transformers_version", "use_cache", "sliding_window", "use_sliding_window", "max_window_layers",
-      "rope_scaling",  "layer_types",  "_name_or_path"};
+      "transformers_version", "use_cache", "rope_scaling", "_name_or_path"};
   return keys;
 }
 
@@ -115,6 +115,19 @@ inline Options options_from_json(const nlohmann::json& j, const std::string& fie
   return o;
 }
 
+/// \brief Sliding-window layers in Hugging Face Qwen3's four keys, written only with a window (so a
+/// config without one is unchanged): sliding_window, use_sliding_window true, layer_types (which
+/// decides), and max_window_layers = the first sliding layer (what HF derives layer_types from without them).
+inline void sliding_window_to_json(const ModelConfig& c, nlohmann::json& j) {
+  if (c.sliding_window <= 0) return;
+  std::vector<std::string> types = c.layer_types;
+  if (types.empty()) types.assign(std::size_t(c.num_hidden_layers), "full_attention");
+  int first_sliding = c.num_hidden_layers;
+  for (int l = c.num_hidden_layers - 1; l >= 0; --l)
+    if (types[std::size_t(l)] == "sliding_attention") first_sliding = l;
+  j["sliding_window"] = c.sliding_window, j["use_sliding_window"] = true, j["max_window_layers"] = first_sliding, j["layer_types"] = types;
+}
+
 /// \brief The config as a JSON object: every ModelConfig field under its member name (head_dim
 /// resolved to hs()), plus "model_type": "fbt", "hidden_act": "silu", "attention_bias": false and,
 /// for a plain Qwen3 model (fuser "none" with qk_norm), "architectures": ["Qwen3ForCausalLM"].
@@ -151,6 +164,8 @@ inline nlohmann::json to_json(const ModelConfig& c) {
   if (!c.layer_intermediate_size.empty()) j["layer_intermediate_size"] = c.layer_intermediate_size;
   if (!c.layer_num_attention_heads.empty()) j["layer_num_attention_heads"] = c.layer_num_attention_heads;
   if (!c.layer_num_key_value_heads.empty()) j["layer_num_key_value_heads"] = c.layer_num_key_value_heads;
+  sliding_window_to_json(c, j);
+  if (!c.layer_blocks.empty()) j["layer_blocks"] = c.layer_blocks;
   // the paper-recipe knobs (spec 10), likewise written only when not v1's choice (absent = v1's value)
   if (c.gate_norm != "separate") j["gate_norm"] = c.gate_norm;
   if (c.in_norm_init != "one") j["in_norm_init"] = c.in_norm_init;
@@ -175,9 +190,11 @@ inline void to_json(nlohmann::json& j, const ModelConfig& c) { j = to_json(c); }
 /// feedback_source "layer" without feedback_layer; a field of the wrong type (integers must be
 /// integers, reals any number, flags booleans, knobs strings; head_dim may be null = hidden_size /
 /// num_attention_heads); an unknown key not in hf_ignored_keys(); hidden_act other than "silu",
-/// attention_bias true, a non-null rope_scaling, use_sliding_window true, layer_types other than
-/// "full_attention", model_type other than "fbt"/"qwen3"; and anything validate() refuses (bounds,
-/// non-finite reals). A config with model_type "qwen3" and no fuser (or fuser "none") is read as a
+/// attention_bias true, a non-null rope_scaling, model_type other than "fbt"/"qwen3"; and anything
+/// validate() refuses (bounds, non-finite reals, a layer type other than full_attention /
+/// sliding_attention). The sliding-window keys are read as HF's Qwen3Config reads them: sliding_window
+/// counts only with use_sliding_window (absent: false in an HF file, true in an fbt one), and without
+/// layer_types the layers from max_window_layers (default 28) on are sliding. A config with model_type "qwen3" and no fuser (or fuser "none") is read as a
 /// Hugging Face Qwen3 config.json: qwen3_defaults() gives the keys HF does not have.
 inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& where) {
   using detail::excerpt;
@@ -221,6 +238,21 @@ inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& 
     if (!v.is_string()) fail(k, std::string("must be a string, got ") + v.type_name() + " " + json_brief(v));
     dst = v.get<std::string>();
   };
+  // Hugging Face Qwen3's sliding-window keys, read after the loop as HF reads them
+  bool use_sliding = !hf_qwen3;  // HF's default false; an fbt config's sliding_window is used as given
+  int max_window_layers = 28;    // HF's default
+  bool has_layer_types = false;
+  auto get_strs = [&](const std::string& k, const nlohmann::json& v, std::vector<std::string>& dst) {
+    if (!v.is_array()) fail(k, std::string("must be an array of strings (one per layer), got ") + v.type_name());
+    if (v.size() > std::size_t(ModelLimits::max_hidden_layers))
+      fail(k, "has " + std::to_string(v.size()) + " entries, more than the " + std::to_string(ModelLimits::max_hidden_layers) + " layers fbt allows");
+    dst.clear();
+    for (const auto& x : v) {
+      std::string t;
+      get_str(k, x, t);
+      dst.push_back(t);
+    }
+  };
   const auto& ignored = hf_ignored_keys();
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
@@ -248,11 +280,18 @@ inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& 
     else if (k == "layer_intermediate_size") get_ints(k, v, c.layer_intermediate_size);
     else if (k == "layer_num_attention_heads") get_ints(k, v, c.layer_num_attention_heads);
     else if (k == "layer_num_key_value_heads") get_ints(k, v, c.layer_num_key_value_heads);
+    else if (k == "sliding_window") {
+      if (v.is_null()) c.sliding_window = 0;  // HF: no window
+      else get_int(k, v, c.sliding_window);
+    } else if (k == "use_sliding_window") get_bool(k, v, use_sliding);
+    else if (k == "max_window_layers") get_int(k, v, max_window_layers);
+    else if (k == "layer_types") get_strs(k, v, c.layer_types), has_layer_types = true;
     else if (k == "input_norm") get_str(k, v, c.input_norm);
     else if (k == "glu_init") get_str(k, v, c.glu_init);
     else if (k == "fuser_options") c.fuser_options = options_from_json(v, k, where);
     else if (k == "block") get_str(k, v, c.block);
     else if (k == "block_options") c.block_options = options_from_json(v, k, where);
+    else if (k == "layer_blocks") get_strs(k, v, c.layer_blocks);
     else if (k == "gated_add_alpha") get_real(k, v, c.gated_add_alpha);
     else if (k == "gate_norm") get_str(k, v, c.gate_norm);
     else if (k == "in_norm_init") get_str(k, v, c.in_norm_init);
@@ -276,17 +315,22 @@ inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& 
       if (k == "attention_bias" && v != false) fail(k, "fbt has no attention biases, got " + json_brief(v));
       if (k == "attention_dropout" && !(v.is_number() && v.get<double>() == 0.0)) fail(k, "fbt has no dropout (0), got " + json_brief(v));
       if (k == "rope_scaling" && !v.is_null()) fail(k, "fbt implements only plain RoPE (null), got " + json_brief(v));
-      if (k == "use_sliding_window" && v != false) fail(k, "fbt has no sliding-window attention, got " + json_brief(v));
       if (k == "model_type" && v != "fbt" && v != "qwen3") fail(k, "expected \"fbt\" or \"qwen3\", got " + json_brief(v));
-      if (k == "layer_types") {
-        if (!v.is_array()) fail(k, "must be an array, got " + json_brief(v));
-        for (const auto& t : v)
-          if (t != "full_attention") fail(k, "fbt implements only \"full_attention\" layers, got " + json_brief(t));
-      }
     } else {
       fail(k, "unknown key (not a ModelConfig field nor an HF key that fbt ignores)");
     }
   }
+  // The window as HF's Qwen3Config reads it: sliding_window only with use_sliding_window; without
+  // layer_types, layers max_window_layers.. are sliding; without a window every layer is full attention.
+  for (std::size_t l = 0; l < c.layer_types.size(); ++l)  // a type fbt does not compute is refused even where HF's window is off
+    if (c.layer_types[l] != "full_attention" && c.layer_types[l] != "sliding_attention")
+      fail("layer_types", "entry " + std::to_string(l) + " is \"" + excerpt(c.layer_types[l], 64) +
+                              "\": fbt implements full_attention and sliding_attention layers");
+  if (!use_sliding) c.sliding_window = 0;
+  if (c.sliding_window == 0) c.layer_types.clear();
+  else if (!has_layer_types)
+    for (int l = 0; l < c.num_hidden_layers && l < ModelLimits::max_hidden_layers; ++l)
+      c.layer_types.push_back(l >= max_window_layers ? "sliding_attention" : "full_attention");
   // Every key that changes the model must be there: an absent one would silently take a default.
   const auto rp = j.find("rope_parameters");
   const bool theta_in_rope_parameters = rp != j.end() && rp->is_object() && rp->contains("rope_theta");

@@ -1,11 +1,11 @@
-// fbt/io/hf.hpp: Hugging Face model directories as checkpoints (issue 15), and one entry point for every
+// fbt/io/hf.hpp: Hugging Face model directories as checkpoints, and one entry point for every
 // kind of checkpoint.
 //
 // A Hugging Face directory (what `save_pretrained` writes) holds
 //   config.json                      the model config: a Qwen3ForCausalLM one (model_type "qwen3"), read by
 //                                    config_from_json (io/config_json.hpp), which maps every key that changes
 //                                    the forward and refuses by name what fbt does not implement (another
-//                                    model_type, rope scaling, sliding-window layers, attention biases, ...);
+//                                    model_type, rope scaling, attention biases, ...); sliding-window layers load;
 //                                    an fbt config (model_type "fbt") is read the same way
 //   model.safetensors                the tensors, under the Qwen3 names fbt uses, in F32, BF16, F16 or F64
 // or, for a sharded model, instead of model.safetensors:
@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "../ops/gemm_bf16.hpp"
+#include "../core/precision.hpp"
 #include "checkpoint.hpp"
 
 namespace fbt {
@@ -92,6 +92,11 @@ inline ModelConfig read_hf_config(const std::string& dir) {
       throw Error("'" + path + "': model config field \"" + k + "\" is " + detail::json_brief(*it) + " but fbt_config says " +
                   detail::json_brief(mine[k]) + " (edit both, or neither)");
   }
+  for (int l = 0; l < c.num_hidden_layers && l < t.num_hidden_layers; ++l)  // the window each layer gets, as each reads its keys
+    if (t.layer_window(l) != c.layer_window(l))
+      throw Error("'" + path + "': model config fields \"layer_types\" / \"sliding_window\" / \"use_sliding_window\" give layer " + std::to_string(l) +
+                  " a sliding window of " + std::to_string(t.layer_window(l)) + " but fbt_config says " + std::to_string(c.layer_window(l)) +
+                  " (0: full attention; edit both, or neither)");
   if (top.contains("rope_parameters") && theirs["rope_theta"] != mine["rope_theta"])
     throw Error("'" + path + "': model config field \"rope_parameters\": rope_theta is " + detail::json_brief(theirs["rope_theta"]) +
                 " but fbt_config says " + detail::json_brief(mine["rope_theta"]) + " (edit both, or neither)");
@@ -241,6 +246,7 @@ template <class M> void save_hf_dir(const std::string& dir, const M& m, const Hf
     q.intermediate_size = c.intermediate_size, q.max_position_embeddings = c.max_position_embeddings, q.rope_theta = c.rope_theta;
     q.rms_norm_eps = c.rms_norm_eps, q.tie_word_embeddings = c.tie_word_embeddings, q.qk_norm = c.qk_norm;
     q.initializer_range = c.initializer_range, q.z_loss = c.z_loss, q.doc_attention = c.doc_attention;
+    q.sliding_window = c.sliding_window, q.layer_types = c.layer_types;
     out = q;
   }
   if (fold) out.tie_word_embeddings = false;
@@ -253,7 +259,9 @@ template <class M> void save_hf_dir(const std::string& dir, const M& m, const Hf
   j["intermediate_size"] = out.intermediate_size, j["max_position_embeddings"] = out.max_position_embeddings;
   j["rope_theta"] = out.rope_theta, j["rope_scaling"] = nullptr, j["rms_norm_eps"] = out.rms_norm_eps;
   j["tie_word_embeddings"] = out.tie_word_embeddings, j["initializer_range"] = out.initializer_range;
-  j["use_sliding_window"] = false, j["use_cache"] = true, j["torch_dtype"] = o.dtype == "F32" ? "float32" : "bfloat16";
+  j["use_sliding_window"] = false, j["sliding_window"] = nullptr;
+  sliding_window_to_json(out, j);  // a windowed model: its layer_types, sliding_window and use_sliding_window true
+  j["use_cache"] = true, j["torch_dtype"] = o.dtype == "F32" ? "float32" : "bfloat16";
   j["fbt_config"] = to_json(out);
   // the tensors, converted to the file's dtype
   std::vector<std::vector<std::uint8_t>> bytes;
@@ -280,7 +288,7 @@ template <class M> void save_hf_dir(const std::string& dir, const M& m, const Hf
         folded.resize(sp.size);
         std::vector<T> rstd(std::size_t(m.V));
         CpuBackend<T> be;
-        m.plain_rows(be, m.weights(), m.V, v, folded.data(), rstd.data());  // row v: what pass 1 feeds the stack for token v
+        m.input().plain_forward(be, m.weights(), m.V, v, folded.data(), rstd.data());  // row v: what pass 1 feeds the stack for token v
       }
       add(sp.name, sp.shape, folded.data(), sp.size);
       if (c.tie_word_embeddings) add("lm_head.weight", sp.shape, v, sp.size);  // the head keeps the original E

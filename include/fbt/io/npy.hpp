@@ -245,7 +245,7 @@ template <class T> NpyArray<T> load_npy_impl(const std::string& path) {
 
   NpyArray<T> out{h.shape, AlignedVector<T>(std::size_t(numel(h.shape)))};
   // The data is read here, never by xt::load_npy: that would parse the header a second time, its own
-  // way, and could see another shape than the one checked above (a fuzz finding, issue 11).
+  // way, and could see another shape than the one checked above (a fuzz finding).
   in.clear();
   in.seekg(std::streamoff(h.data_offset));
   try {

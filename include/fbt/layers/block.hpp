@@ -16,6 +16,7 @@
 
 #include "../core/options.hpp"
 #include "attention.hpp"
+#include "contract.hpp"
 #include "mlp.hpp"
 
 namespace fbt {
@@ -36,10 +37,11 @@ struct LayerSpec {
   double out_std = 0.02;   ///< o_proj and down_proj (the model passes std / sqrt(2L))
   bool sandwich = false;   ///< block_norm sandwich: an RMSNorm on each branch's output too
   OptionValues options{};  ///< the block type's own options (block_options, resolved against its declare_options)
+  int sliding_window = 0;  ///< attention window W of a sliding_attention layer (config layer_types); 0 = full attention
 
   AttentionSpec attention() const {
     return AttentionSpec{hidden_size, num_attention_heads, num_key_value_heads, head_dim, qk_norm, rms_norm_eps, rope_theta,
-                         max_position_embeddings, init_std, out_std};
+                         max_position_embeddings, init_std, out_std, sliding_window};
   }
   MlpSpec mlp() const { return MlpSpec{hidden_size, intermediate_size, init_std, out_std}; }
 };
@@ -89,8 +91,10 @@ template <class Attn, class Mlp> struct PreNormBlock {
   /// The sizes of this block as a config records them (needs the standard attention and MLP specs).
   LayerSpec layer_spec() const {
     const AttentionSpec& a = attn.spec;
-    return LayerSpec{D, a.num_heads, a.num_kv_heads, a.head_dim, mlp.spec.intermediate_size, a.qk_norm, a.rms_norm_eps, a.rope_theta,
-                     a.max_positions, a.init_std, a.out_std, sandwich};
+    LayerSpec s{D, a.num_heads, a.num_kv_heads, a.head_dim, mlp.spec.intermediate_size, a.qk_norm, a.rms_norm_eps, a.rope_theta,
+                a.max_positions, a.init_std, a.out_std, sandwich};
+    s.sliding_window = a.sliding_window;
+    return s;
   }
   int kv_width() const { return attn.kv_width(); }
 
@@ -107,6 +111,7 @@ template <class Attn, class Mlp> struct PreNormBlock {
   /// With grad, the norm outputs (and the MLP's product) are temporaries that backward recomputes;
   /// without, everything but what a prefill commits is.
   template <class Be> void alloc(const Be& be, Carver<T>& keep, Carver<T>& temp, Cache& c, int B, int Tn, bool grad) const {
+    static_assert(check_attention<Attn, Be>() && check_mlp<Mlp, Be>());  // the part contract (layers/contract.hpp)
     const std::size_t N = std::size_t(B) * Tn;
     Carver<T>& a = grad ? keep : temp;
     c.ln1 = temp.take(N * D), c.ln2 = temp.take(N * D);
@@ -118,6 +123,7 @@ template <class Attn, class Mlp> struct PreNormBlock {
     mlp.alloc(be, keep, temp, c.mlp, B, Tn, grad);
   }
   template <class Be> void alloc_decode(const Be& be, Carver<T>& a, DecodeCache& c, int R) const {
+    static_assert(check_attention<Attn, Be>() && check_mlp<Mlp, Be>());
     c.ln = a.take(std::size_t(R) * D), c.rstd = a.take(R);
     c.br = sandwich ? a.take(std::size_t(R) * D) : nullptr;
     attn.alloc_decode(be, a, c.attn, R);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "../backend/backend.hpp"
 #include "../core/arena.hpp"
@@ -34,7 +35,16 @@ struct PassShape {
   int B = 0, T = 0;
   const int* pos = nullptr;    ///< (B*T) RoPE position of each token (restarts at a document start when masked), backend memory
   const int* first = nullptr;  ///< (B*T) first position of the token's attention window within its row, backend memory
+  int window = 0;                     ///< the sliding window W that first_window is for (0: none)
+  const int* first_window = nullptr;  ///< (B*T) max(first[t], t - W + 1): a sliding layer's window start, backend memory
   int N() const { return B * T; }
+  /// The window starts of a layer with sliding window W (0: full attention, `first`).
+  const int* first_for(int W) const {
+    if (W <= 0) return first;
+    FBT_ASSERT(W == window && first_window, "PassShape: no window-start table for sliding window " + std::to_string(W) + " (this pass has " +
+                                                (window > 0 ? "one for " + std::to_string(window) : std::string("none")) + ")");
+    return first_window;
+  }
 };
 
 /// What one decoding step of one layer reads (decode/decoder.hpp fills it): R sequences, one new
@@ -44,8 +54,10 @@ template <class T> struct DecodeStep {
   const int* pos = nullptr;   ///< (R) position of the new token in its sequence (RoPE, and where its K/V go), backend memory
   const int* len1 = nullptr;  ///< (R) cached positions including the new one, backend memory
   int max_len1 = 0;           ///< max of len1 (host)
-  T* const* kc = nullptr;     ///< (R) this layer's key cache of each sequence, (capacity, KD) each, backend memory
+  T* const* kc = nullptr;     ///< (R) this layer's key cache of each sequence, (rows, KD) each (rows: capacity, or W on a sliding layer), backend memory
   T* const* vc = nullptr;     ///< (R) likewise for the values
+  const int* slot = nullptr;  ///< (R) the cache row the new K/V go to, backend memory: a sliding layer's ring slot pos % W
+                              ///< (its len1 then counts the live rows, min(len, W)); null: pos
 };
 
 /// \brief out (N, OC) = x (N, C) W^T (+ out when acc); W (OC, C) with row stride ldw (a half of a wider

@@ -9,6 +9,8 @@
 //                                 for the built-in fusers and a user's (who may specialize it).
 //   BlockConfig<B>::make(spec)    a block from a LayerSpec; ::record(b) its LayerSpec (B(LayerSpec) and
 //                                 b.layer_spec() by default)
+//   config_block<B>(cfg, l, opts) block l of the stack a config describes (a MixedBlock: the type
+//                                 layer_blocks[l] names, with its own options; MixedConfig)
 //   TypeList, BuiltinFusers<T>, BuiltinBlocks<T>, NamedTypes<List>::visit(name, kind, fn): the fusers and
 //                                 blocks a program knows, and fn(TypeTag<X>{}) for the one a config names:
 //                                 how a program that reads a config picks the type once (model/model.hpp
@@ -26,6 +28,7 @@
 #include "../layers/concat_fuser.hpp"
 #include "../layers/gated_add_fuser.hpp"
 #include "../layers/glu_fuser.hpp"
+#include "../layers/mixed_block.hpp"
 #include "config.hpp"
 
 namespace fbt {
@@ -66,6 +69,7 @@ inline LayerSpec layer_spec(const ModelConfig& c, int l) {
   s.rope_theta = c.rope_theta, s.max_position_embeddings = c.max_position_embeddings;
   s.init_std = c.initializer_range, s.out_std = c.initializer_range / std::sqrt(2.0 * c.num_hidden_layers);
   s.sandwich = parse_block_norm(c);
+  s.sliding_window = c.layer_window(int(l));
   return s;
 }
 
@@ -127,6 +131,48 @@ template <class X> struct TypeTag {
   using type = X;
 };
 
+namespace detail {
+template <class... X> std::string type_names();
+}
+
+/// \brief How a layer of a mixed stack (layers/mixed_block.hpp) is made from a config: the type among Bs
+/// that layer_blocks[l] names, from layer_spec(c, l), with that type's options: the keys "<type>.<key>" of
+/// the stack's resolved block_options. A name none of Bs has is refused, naming the layer and the types.
+template <class B> struct MixedConfig;
+template <class T, class... Bs> struct MixedConfig<MixedBlock<T, Bs...>> {
+  using Mixed = MixedBlock<T, Bs...>;
+  static Mixed make(const ModelConfig& c, int l, const OptionValues& bo) {
+    const std::string& want = c.layer_blocks.at(std::size_t(l));
+    Mixed r;
+    const bool found = ((want == Bs::name ? (r = Mixed(one<Bs>(c, l, bo)), true) : false) || ...);
+    if (!found)
+      throw Error("fbt::Model: layer_blocks[" + std::to_string(l) + "] is " + detail::config_quote(want) + ", but this mixed stack's block types are: " +
+                  detail::type_names<Bs...>() + " (fbt::MixedBlock's list, or fbt::with_model's)");
+    return r;
+  }
+  template <class X> static X one(const ModelConfig& c, int l, const OptionValues& bo) {
+    LayerSpec s = layer_spec(c, l);
+    const std::string scope = std::string(X::name) + ".";
+    Options own;
+    for (const auto& kv : bo.values())
+      if (kv.first.compare(0, scope.size(), scope) == 0) own[kv.first.substr(scope.size())] = kv.second;
+    s.options = resolve_options<X>(own, ("block_options." + std::string(X::name)).c_str(), "block");
+    return BlockConfig<X>::make(s);
+  }
+};
+
+/// \brief Block l of the stack config c describes, given B's resolved block_options: a B made from
+/// layer_spec(c, l) (BlockConfig), or for a mixed stack the type layer_blocks[l] names (MixedConfig).
+template <class B> B config_block(const ModelConfig& c, int l, const OptionValues& bo) {
+  if constexpr (is_mixed_block<B>::value) {
+    return MixedConfig<B>::make(c, l, bo);
+  } else {
+    LayerSpec s = layer_spec(c, l);
+    s.options = bo;
+    return BlockConfig<B>::make(s);
+  }
+}
+
 /// A list of types (the fusers or blocks a program knows).
 template <class... X> struct TypeList {};
 template <class A, class B> struct Concat;
@@ -137,6 +183,13 @@ template <class... A, class... B> struct Concat<TypeList<A...>, TypeList<B...>> 
 /// The library's own fusers and blocks: what `fbt` knows; cli_main<Extra...> adds a program's.
 template <class T> using BuiltinFusers = TypeList<NoFuser<T>, GluFuser<T>, GatedAddFuser<T>, ConcatFuser<T>>;
 template <class T> using BuiltinBlocks = TypeList<DecoderBlock<T>>;
+
+/// The mixed block over a list of block types (with_model's choice when a config sets layer_blocks).
+template <class T, class List> struct MixedOf;
+template <class T, class... X> struct MixedOf<T, TypeList<X...>> {
+  using type = MixedBlock<T, X...>;
+  static constexpr std::size_t size = sizeof...(X);
+};
 
 namespace detail {
 template <class... X> std::string type_names() {

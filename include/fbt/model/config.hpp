@@ -4,7 +4,7 @@
 // Field names follow the Qwen3 config researchers already read (spec section 9); the feedback knobs are
 // the spec's (section 2). A config is what the CLI, a JSON file and a checkpoint's metadata hold; the
 // builder (model/builder.hpp) turns it into a typed model, and the knob readers below (parse_tap,
-// parse_input_norm, parse_gate_norm, parse_in_norm_init, parse_block_norm, parse_doc_attention, parse_glu_init)
+// parse_input_norm, parse_gate_norm, parse_in_norm_init, parse_block_norm, parse_doc_attention)
 // are the only code that compares its strings.
 // Heterogeneous stacks: the per-layer lists (layer_*) override the uniform sizes when not empty.
 // validate() refuses a bad config with an fbt::Error that names the field and the rule it breaks:
@@ -23,7 +23,6 @@
 #include "../config.hpp"
 #include "../core/options.hpp"
 #include "../detail/input.hpp"
-#include "../layers/glu_fuser.hpp"
 
 namespace fbt {
 
@@ -70,11 +69,15 @@ struct ModelConfig {
   std::vector<int> layer_intermediate_size;    ///< (L) SwiGLU hidden size of each block
   std::vector<int> layer_num_attention_heads;  ///< (L) query heads of each block
   std::vector<int> layer_num_key_value_heads;  ///< (L) key/value heads of each block
+  // --- sliding-window attention (Hugging Face Qwen3's layer_types; spec section 9) ---
+  int sliding_window = 0;                 ///< W: a sliding_attention layer's query sees its last W positions (0 = none)
+  std::vector<std::string> layer_types;   ///< (L) full_attention | sliding_attention; empty = every layer full_attention
   // --- latent feedback (spec section 2) ---
   std::string fuser = "glu";          ///< none | glu | gated_add | concat | a user fuser's name
   Options fuser_options;              ///< the fuser's own options (core/options.hpp), e.g. {"rank": 8}; checked against its declaration
   std::string block = "decoder";      ///< the block type: decoder (the built-in pre-norm block) | a user block's name
-  Options block_options;              ///< the block type's own options (as fuser_options)
+  Options block_options;              ///< the block type's own options (as fuser_options); a mixed stack's as "<type>.<key>"
+  std::vector<std::string> layer_blocks;  ///< (L) a mixed stack (block "mixed"): each layer's block type; empty = `block` everywhere
   std::string feedback_source = "post_final_norm";  ///< post_final_norm | pre_final_norm | layer
   int feedback_layer = -1;            ///< feedback_source "layer": the block whose output is fed back (0-based)
   std::string input_norm = "all";     ///< all | fused_only | feedback_passes
@@ -93,6 +96,8 @@ struct ModelConfig {
   int layer_intermediate(int l) const { return layer_intermediate_size.empty() ? intermediate_size : layer_intermediate_size[l]; }
   int layer_heads(int l) const { return layer_num_attention_heads.empty() ? num_attention_heads : layer_num_attention_heads[l]; }
   int layer_kv_heads(int l) const { return layer_num_key_value_heads.empty() ? num_key_value_heads : layer_num_key_value_heads[l]; }
+  /// The attention window of layer l: sliding_window on a sliding_attention layer, else 0 (full attention).
+  int layer_window(int l) const { return !layer_types.empty() && layer_types[std::size_t(l)] == "sliding_attention" ? sliding_window : 0; }
 
   /// \brief The number of parameters the built-in layers declare for this config: embedding, blocks,
   /// final norm, lm_head when untied, and N_in plus the fuser's tensors for the built-in fusers (a
@@ -189,11 +194,6 @@ inline bool parse_block_norm(const ModelConfig& c) {
   detail::config_one_of("block_norm", c.block_norm, {"pre", "sandwich"});
   return c.block_norm == "sandwich";
 }
-inline GluInit parse_glu_init(const ModelConfig& c) {
-  detail::config_one_of("glu_init", c.glu_init, {"default", "fan_in", "identity_both"});
-  return c.glu_init == "fan_in" ? GluInit::FanIn : c.glu_init == "identity_both" ? GluInit::IdentityBoth : GluInit::Default;
-}
-inline const char* glu_init_name(GluInit g) { return g == GluInit::FanIn ? "fan_in" : g == GluInit::IdentityBoth ? "identity_both" : "default"; }
 /// doc_attention -> masked (true) or causal.
 inline bool parse_doc_attention(const ModelConfig& c) {
   detail::config_one_of("doc_attention", c.doc_attention, {"masked", "causal"});
@@ -266,6 +266,18 @@ inline void ModelConfig::validate() const {
       config_fail(layer_num_key_value_heads.empty() ? std::string("num_key_value_heads") : "layer_num_key_value_heads[" + std::to_string(l) + "]",
                   "must divide " + (layer_num_attention_heads.empty() ? std::string("num_attention_heads") : "layer " + std::to_string(l) + "'s query heads") +
                       " (" + std::to_string(layer_heads(l)) + "), got " + std::to_string(layer_kv_heads(l)));
+  if (sliding_window < 0 || sliding_window > L::max_position_embeddings)
+    config_fail("sliding_window", "must be in [0, " + std::to_string(L::max_position_embeddings) + "] (0: no sliding window), got " +
+                                      std::to_string(sliding_window));
+  if (!layer_types.empty() && layer_types.size() != std::size_t(num_hidden_layers))
+    config_fail("layer_types", "has " + std::to_string(layer_types.size()) + " entries, expected one per layer (" + std::to_string(num_hidden_layers) +
+                                   ") or none");
+  for (std::size_t l = 0; l < layer_types.size(); ++l) {
+    const std::string f = "layer_types[" + std::to_string(l) + "]";
+    detail::config_one_of(f.c_str(), layer_types[l], {"full_attention", "sliding_attention"});
+    if (layer_types[l] == "sliding_attention" && sliding_window == 0)
+      config_fail(f, "is \"sliding_attention\" but sliding_window is 0 (give the window, e.g. sliding_window 1024)");
+  }
   // Reals: finite and in range (a NaN fails every comparison, so each test is written to catch it).
   using detail::config_num;
   if (!(std::isfinite(rope_theta) && rope_theta > 0)) config_fail("rope_theta", "must be a finite number > 0, got " + config_num(rope_theta));
@@ -290,6 +302,18 @@ inline void ModelConfig::validate() const {
   if (fuser.size() > 64) config_fail("fuser", "a name of " + std::to_string(fuser.size()) + " bytes is too long (at most 64): " + detail::config_quote(fuser));
   if (block.empty()) config_fail("block", "is empty (decoder or a user block's name)");
   if (block.size() > 64) config_fail("block", "a name of " + std::to_string(block.size()) + " bytes is too long (at most 64): " + detail::config_quote(block));
+  if (!layer_blocks.empty() || block == "mixed") {  // a mixed stack (layers/mixed_block.hpp): one block type per layer
+    if (block != "mixed")
+      config_fail("block", "is " + detail::config_quote(block) + " but layer_blocks is given: a mixed stack's block is \"mixed\"");
+    if (layer_blocks.size() != std::size_t(num_hidden_layers))
+      config_fail("layer_blocks", "has " + std::to_string(layer_blocks.size()) + " entries, expected one block type per layer (" +
+                                      std::to_string(num_hidden_layers) + ")");
+    for (std::size_t l = 0; l < layer_blocks.size(); ++l) {
+      const std::string f = "layer_blocks[" + std::to_string(l) + "]";
+      if (layer_blocks[l].empty() || layer_blocks[l].size() > 64 || layer_blocks[l] == "mixed")
+        config_fail(f, "must name a block type (1 to 64 bytes, not \"mixed\"), got " + detail::config_quote(layer_blocks[l]));
+    }
+  }
   if (!feedback() && !fuser_options.empty()) config_fail("fuser_options", "are given, but the fuser is none (a baseline has no fuser)");
   parse_tap(*this);
   if (feedback_source != "layer" && feedback_layer != -1)
@@ -299,7 +323,7 @@ inline void ModelConfig::validate() const {
   parse_in_norm_init(*this);
   parse_block_norm(*this);
   parse_doc_attention(*this);
-  parse_glu_init(*this);
+  detail::config_one_of("glu_init", glu_init, {"default", "fan_in", "identity_both"});  // the glu fuser reads it (layers/glu_fuser.hpp)
 }
 
 }  // namespace fbt

@@ -1,8 +1,8 @@
 // fbt/model/model.hpp: the full-bandwidth transformer as a composition of layers (spec sections 1-2).
 //
 //   Model<T, Fuser, Block>: an Embedding, a stack of Blocks (which may differ in sizes), the final norm,
-//   the LM head (tied or lm_head.weight), and, for a full-bandwidth model, the input norm N_in and the
-//   Fuser; plus the ModelOptions (where the fed-back state is tapped, which inputs N_in sees, ...).
+//   the LM head (tied or lm_head.weight), and, for a full-bandwidth model, the layer-0 input (N_in and the
+//   Fuser: FusedInput, layers/fused_input.hpp, the model's base); plus the ModelOptions (where the fed-back state is tapped, which inputs N_in sees, ...).
 // The stack takes layer-0 input vectors X (N, D), not token ids:
 //   baseline (NoFuser):      X = E[x]
 //   full-bandwidth:          X_t = N_in(Fuse(s_{t-1}, e_t)) where fed back, N_in(e_t) where plain
@@ -24,16 +24,22 @@
 #include "../backend/cpu.hpp"
 #include "../layers/contract.hpp"
 #include "../layers/embedding.hpp"
+#include "../layers/fused_input.hpp"
 #include "builder.hpp"
 
 namespace fbt {
 
-template <class T, class F = GluFuser<T>, class B = DecoderBlock<T>> class Model {
+/// The model's layer-0 input (N_in and the fuser, layers/fused_input.hpp) is its base: m.in_norm and m.fuser
+/// name its parts, m.input() the layer as a whole.
+template <class T, class F = GluFuser<T>, class B = DecoderBlock<T>> class Model : public FusedInput<T, F> {
  public:
+  using Input = FusedInput<T, F>;
+  using Input::fuser;
+  using Input::in_norm;
   using Scalar = T;
   using Fuser = F;
   using Block = B;
-  static constexpr bool has_feedback = fuser_is_feedback<F>::value;
+  static constexpr bool has_feedback = Input::has_feedback;
   static_assert(std::is_same<typename F::Scalar, T>::value, "fbt::Model: the fuser's Scalar must be the model's T");
   static_assert(std::is_same<typename B::Scalar, T>::value, "fbt::Model: the block's Scalar must be the model's T");
   static_assert(check_block<B, CpuBackend<T>>(), "");
@@ -44,11 +50,11 @@ template <class T, class F = GluFuser<T>, class B = DecoderBlock<T>> class Model
   Embedding<T> embed;       ///< model.embed_tokens
   std::vector<B> blocks;    ///< model.layers.{i}
   RMSNorm<T> final_norm;    ///< model.norm
-  RMSNorm<T> in_norm;       ///< model.feedback.in_norm (N_in; full-bandwidth models only)
-  F fuser;                  ///< model.feedback.*
   ModelOptions opts;
   int D = 0, V = 0, L = 0;
   std::size_t lm_head = 0;  ///< offset of lm_head.weight (untied models)
+  std::vector<int> windows; ///< (L) each block's sliding window (0: full attention), from its LayerSpec
+  int window = 0;           ///< the stack's one sliding window W (0: none); every sliding block uses it
 
   /// \brief Builds the model a config describes (validated; strings read by the builder) and
   /// initialises its parameters from seed. cfg.fuser must be this type's fuser (Fuser::name).
@@ -57,7 +63,7 @@ template <class T, class F = GluFuser<T>, class B = DecoderBlock<T>> class Model
   /// \brief Composes a model from its parts (a program's own blocks, fuser and options) and
   /// initialises its parameters from seed. cfg is then derived from the parts (describe_model).
   Model(Embedding<T> e, std::vector<B> bl, F f, ModelOptions o, std::uint64_t seed = 0)
-      : embed(std::move(e)), blocks(std::move(bl)), fuser(std::move(f)), opts(o) {
+      : Input(std::move(f)), embed(std::move(e)), blocks(std::move(bl)), opts(o) {
     assemble(seed);
     cfg = describe_model(*this);
   }
@@ -90,35 +96,8 @@ template <class T, class F = GluFuser<T>, class B = DecoderBlock<T>> class Model
   Weights<T> weights() { return host_weights(params); }
   Weights<T> weights() const { return host_weights(params); }
 
-  /// Whether N_in normalises the plain input of pass 1 (and of a decoding step without feedback):
-  /// input_norm all only.
-  bool norm_plain_pass() const { return has_feedback && opts.input_norm == InputNorm::All; }
-  /// Whether N_in normalises the plain rows of a fed-back pass (its prefix, position 0, document starts):
-  /// input_norm all, and feedback_passes, where the paper's listing normalises the whole mixed row.
-  bool norm_plain_rows_when_fed() const { return has_feedback && opts.input_norm != InputNorm::FusedOnly; }
-
-  /// \brief X (R, D) = the plain layer-0 input of R rows: N_in(e) (input_norm all), else e (and e for a
-  /// baseline). rin (R): N_in's rstd, read by backward.
-  template <class Be> void plain_rows(Be& be, const Weights<T>& w, int R, const T* e, T* X, T* rin) const {
-    if constexpr (has_feedback) {
-      if (norm_plain_pass()) return in_norm.forward(be, w, X, rin, e, R);
-    }
-    be.copy(X, e, std::size_t(R) * D);
-  }
-  /// \brief X (R, D) = N_in(Fuse(S_r, e_r)) where mask_r = 1; elsewhere N_in(e_r), or e_r under
-  /// input_norm fused_only. pre (R, P) is the fuser's precompute of e (null without one); fc, u (R, D),
-  /// rin (R) are what backward reads.
-  /// in_fed_pass false (a decoding step, whose plain rows start or continue a sequence without feedback):
-  /// the plain rows get plain_rows' input instead, as in pass 1.
-  template <class Be>
-  void fused_rows(Be& be, const Weights<T>& w, int R, const T* e, const T* S, const T* mask, const T* pre, typename F::Cache& fc, T* u,
-                  T* rin, T* X, bool in_fed_pass = true) const {
-    static_assert(has_feedback, "fused_rows needs a feedback fuser");
-    fuser.forward(be, w, fc, S, e, pre, u, R);
-    be.copy_plain_rows(u, e, mask, R, D);
-    in_norm.forward(be, w, X, rin, u, R);
-    if (!(in_fed_pass ? norm_plain_rows_when_fed() : norm_plain_pass())) be.copy_plain_rows(X, e, mask, R, D);
-  }
+  /// The layer-0 input (N_in and the fuser, with its input_norm flags), as one layer.
+  const Input& input() const { return *this; }
 
  private:
   static const ModelConfig& checked(const ModelConfig& c) {
@@ -135,15 +114,11 @@ template <class T, class F = GluFuser<T>, class B = DecoderBlock<T>> class Model
   Model(const ModelConfig& c, TypeTag<void>, std::uint64_t seed) : Model(c, PlanTag{}, false) { assemble(seed); }
   /// The parts a config describes; when planning, the store only records the layout (see plan()).
   Model(const ModelConfig& c, PlanTag, bool planning = true)
-      : cfg(c), embed(c.vocab_size, c.hidden_size, c.initializer_range), fuser(FuserConfig<F>::make(c)), opts(model_options(c)) {
+      : Input(FuserConfig<F>::make(c)), cfg(c), embed(c.vocab_size, c.hidden_size, c.initializer_range), opts(model_options(c)) {
     cfg = normalized(c);
     const OptionValues bo = resolve_options<B>(c.block_options, "block_options", "block");
     blocks.reserve(std::size_t(c.num_hidden_layers));
-    for (int l = 0; l < c.num_hidden_layers; ++l) {
-      LayerSpec s = layer_spec(c, l);
-      s.options = bo;
-      blocks.push_back(BlockConfig<B>::make(s));
-    }
+    for (int l = 0; l < c.num_hidden_layers; ++l) blocks.push_back(config_block<B>(c, l, bo));
     if (planning) {
       params.plan_only();
       declare_all();
@@ -161,22 +136,24 @@ template <class T, class F = GluFuser<T>, class B = DecoderBlock<T>> class Model
     FBT_ASSERT(L >= 1, "fbt::Model: the stack needs at least one block");
     FBT_ASSERT(opts.tap.is_final_norm() || opts.tap.layer < L,
                "fbt::Model: the feedback tap is block " + std::to_string(opts.tap.layer) + " of a " + std::to_string(L) + "-block stack");
+    windows.assign(std::size_t(L), 0), window = 0;
+    for (int l = 0; l < L; ++l) {
+      const int W = BlockConfig<B>::record(blocks[l]).sliding_window;
+      FBT_ASSERT(W >= 0 && (W == 0 || window == 0 || W == window), "fbt::Model: block " + std::to_string(l) + " has sliding window " + std::to_string(W) +
+                                                                       " but an earlier block has " + std::to_string(window) +
+                                                                       " (one sliding_window per model, as Hugging Face's config)");
+      windows[l] = W;
+      if (W > 0) window = W;
+    }
     const ParamRegistry<T> root(params), model = root.scope("model");
     embed.declare(model.scope("embed_tokens"));
     for (int l = 0; l < L; ++l) blocks[l].declare(model.scope("layers").scope(std::to_string(l)));
     final_norm = RMSNorm<T>(D, opts.rms_norm_eps);
     final_norm.declare(model.scope("norm"));
     if (!opts.tie_word_embeddings) lm_head = root.add("lm_head.weight", {V, D}, Init::Normal, embed.init_std);
-    if constexpr (has_feedback) {
-      in_norm = RMSNorm<T>(D, opts.rms_norm_eps);
-      in_norm.declare(model.scope("feedback").scope("in_norm"), opts.in_norm_gain);
-      const std::string gate = "model.feedback.gate_norm.weight";
-      if (opts.gate_norm == GateNorm::Shared) params.alias(gate, "model.feedback.in_norm.weight");
-      fuser.declare(model.scope("feedback"));
-      if (opts.gate_norm == GateNorm::Shared && !params.alias_used(gate))
-        throw Error(std::string("fbt::Model: gate_norm \"shared\" makes the fuser's gate norm (") + gate + ") N_in's, but the fuser \"" + F::name +
-                    "\" declares no such tensor (use gate_norm \"separate\")");
-    }
+    Input::norm_plain = opts.input_norm == InputNorm::All;
+    Input::norm_plain_when_fed = opts.input_norm != InputNorm::FusedOnly;
+    Input::declare(model.scope("feedback"), D, opts.rms_norm_eps, opts.in_norm_gain, opts.gate_norm == GateNorm::Shared);
   }
 };
 
@@ -210,9 +187,24 @@ template <class M> ModelConfig describe_model(const M& m) {
       c.layer_num_attention_heads.push_back(s.num_attention_heads);
       c.layer_num_key_value_heads.push_back(s.num_key_value_heads);
     }
+  c.sliding_window = m.window;
+  if (m.window > 0)
+    for (int w : m.windows) c.layer_types.push_back(w > 0 ? "sliding_attention" : "full_attention");
   c.fuser = M::Fuser::name;
   c.block = B::name;
-  if constexpr (detail::has_options_member<B>::value) c.block_options = m.blocks[0].options();
+  if constexpr (is_mixed_block<B>::value) {  // a mixed stack: each layer's type, and each type's options (scoped "<type>.<key>")
+    for (const auto& b : m.blocks) {
+      c.layer_blocks.push_back(b.type_name());
+      for (const auto& kv : b.options()) {
+        const auto it = c.block_options.find(kv.first);
+        FBT_ASSERT(it == c.block_options.end() || it->second == kv.second,
+                   "describe_model: two layers of one block type differ in option " + kv.first + " (a mixed stack's options are per type)");
+        c.block_options[kv.first] = kv.second;
+      }
+    }
+  } else if constexpr (detail::has_options_member<B>::value) {
+    c.block_options = m.blocks[0].options();
+  }
   const auto tap = describe_tap(m.opts.tap, c.num_hidden_layers);
   c.feedback_source = tap.first, c.feedback_layer = tap.second;
   c.input_norm = input_norm_name(m.opts.input_norm);
@@ -228,8 +220,20 @@ template <class M> ModelConfig describe_model(const M& m) {
 /// \brief fn(TypeTag<Model<T, F, B>>{}) with F the fuser and B the block the config names, looked up in
 /// the lists Fusers and Blocks (TypeList, model/builder.hpp; by default the library's own): the one
 /// run-time choice of a model type, for programs that read a config (the `fbt` command, cli_main<Extra...>).
-/// An unknown name is refused with the names the lists hold.
+/// A config with layer_blocks (a mixed stack) gets B = MixedBlock over the Blocks list, when it holds more
+/// than one type. An unknown name is refused with the names the lists hold.
 template <class T, class Fusers = BuiltinFusers<T>, class Blocks = BuiltinBlocks<T>, class Fn> decltype(auto) with_model(const ModelConfig& c, Fn&& fn) {
+  if (!c.layer_blocks.empty()) {
+    if constexpr (MixedOf<T, Blocks>::size >= 2) {
+      return NamedTypes<Fusers>::visit(c.fuser, "fuser", [&](auto ft) -> decltype(auto) {
+        return fn(TypeTag<Model<T, typename decltype(ft)::type, typename MixedOf<T, Blocks>::type>>{});
+      });
+    } else {
+      throw Error("layer_blocks: a mixed stack needs a program that knows more than one block type (this one knows: " +
+                  detail::config_quote(c.block == "mixed" ? std::string(NamedTypes<Blocks>::names().front()) : c.block) +
+                  "); add yours with fbt::cli_main<Yours...> (fbt/cli.hpp) or in fbt::with_model's block list");
+    }
+  }
   return NamedTypes<Fusers>::visit(c.fuser, "fuser", [&](auto ft) -> decltype(auto) {
     return NamedTypes<Blocks>::visit(c.block, "block", [&](auto bt) -> decltype(auto) {
       return fn(TypeTag<Model<T, typename decltype(ft)::type, typename decltype(bt)::type>>{});

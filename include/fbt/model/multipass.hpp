@@ -19,6 +19,7 @@
 #include <cmath>
 #include <vector>
 
+#include "../backend/contract.hpp"
 #include "pass.hpp"
 
 namespace fbt {
@@ -78,6 +79,7 @@ template <class M> void validate_step(const M& m, const Batch& b, const StepOpti
 template <class M, class Be>
 void multipass_step(Be& be, const M& m, const Weights<typename M::Scalar>& w, Workspace<M, Be>& ws, const Batch& b, const StepOptions& o,
                     StepStats& st) {
+  static_assert(check_backend<Be>(), "multipass_step: Be is not a backend (backend/contract.hpp)");
   using T = typename M::Scalar;
   using Pass = PassCache<M>;
   validate_step(m, b, o);

@@ -9,9 +9,11 @@
 // multipass_step (the K-pass objective), the decoder's prefill, the evaluations and the contraction
 // monitor are written on top of it (forward_chain runs a plain pass and k fed-back ones).
 // Spec section 3 for the fed-back pass: S = shift_right(source + jitter); X = N_in(Fuse(S, e)) on
-// fed-back rows, the plain input elsewhere (position 0, document starts, the plain prefix).
+// fed-back rows, the plain input elsewhere (position 0, document starts, the plain prefix): the model's
+// FusedInput layer (layers/fused_input.hpp), called by plain_input, fused_input and pass_backward.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <utility>
@@ -74,16 +76,17 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> struct Workspace {
   using T = typename M::Scalar;
   template <class U> using Buf = typename Be::template Buf<U>;
   Buf<T> mem;                                       // every float activation, one allocation
-  Buf<int> ints;                                    // tokens, targets, pos, first: (N) each
+  Buf<int> ints;                                    // tokens, targets, pos, first, first_window: (N) each
   const void* owner = nullptr;                      // the model it was laid out for
   int B = 0, T_ = 0, slots = 0;
   bool grad = false;
   long count = 0;                                   // targets >= 0 in the batch
-  std::vector<int> pos_h, first_h;                  // (N) host copies of the position tables
+  std::vector<int> pos_h, first_h, first_w_h;       // (N) host copies of the position tables
   std::vector<std::uint8_t> plain;                  // (N) 1 at a row's position 0 and at document starts
   std::vector<T> mask_h;                            // (N) host copy of the last fed-back pass's mask
   long fed_rows = 0;                                // rows with mask 1 in it
   int *tokens = nullptr, *targets = nullptr, *pos = nullptr, *first = nullptr;  // (N) each
+  int* first_window = nullptr;                      // (N) max(first, t - W + 1): the sliding layers' window starts (model's W)
   T *e = nullptr, *de = nullptr;                    // (N, D)  token embeddings and their gradient
   T *pre = nullptr, *dpre = nullptr;                // (N, P)  the fuser's precompute and its gradient (summed over passes)
   typename FuserOps<typename M::Fuser>::PreCache fpre{};
@@ -93,7 +96,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> struct Workspace {
   T* carry[2] = {nullptr, nullptr};                 // (N, D)  d source state handed from pass j to pass j-1
   std::size_t elements = 0;                         // of mem in use
   int N() const { return B * T_; }
-  std::size_t bytes() const { return elements * sizeof(T) + std::size_t(4) * N() * sizeof(int); }
+  std::size_t bytes() const { return elements * sizeof(T) + std::size_t(5) * N() * sizeof(int); }
 };
 
 template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
@@ -104,24 +107,20 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
   using WS = Workspace<M, Be>;
   static constexpr bool fb = M::has_feedback;
 
-  /// The jitter of one fed-back pass's carried state (sigma 0: none), drawn per batch row (backend.hpp).
-  struct Jitter {
-    std::uint64_t seed = 0;
-    double sigma = 0.0;
-    int row_offset = 0;  ///< index of the batch's first row in a larger batch
-  };
+  /// The jitter of one fed-back pass's carried state (sigma 0: none), drawn per batch row (layers/fused_input.hpp).
+  using Jitter = FeedJitter;
 
   PassRunner(Be& be, const M& m, const Weights<T>& w, WS& ws) : be_(be), m_(m), w_(w), ws_(ws) {}
   Be& backend() { return be_; }
   const M& model() const { return m_; }
   const Weights<T>& weights() const { return w_; }
   WS& workspace() { return ws_; }
-  PassShape shape() const { return PassShape{ws_.B, ws_.T_, ws_.pos, ws_.first}; }
+  PassShape shape() const { return PassShape{ws_.B, ws_.T_, ws_.pos, ws_.first, m_.window, m_.window > 0 ? ws_.first_window : nullptr}; }
 
   /// Bytes a workspace for (B, T, slots, grad) needs: what a step will use, known before it runs.
   static std::size_t workspace_bytes(const Be& be, const M& m, int B, int Tn, int slots, bool grad) {
     WS w;
-    return measure_regions<T>([&](Regions<T>& r) { layout(be, m, r, w, B, Tn, slots, grad); }) * sizeof(T) + std::size_t(4) * B * Tn * sizeof(int);
+    return measure_regions<T>([&](Regions<T>& r) { layout(be, m, r, w, B, Tn, slots, grad); }) * sizeof(T) + std::size_t(5) * B * Tn * sizeof(int);
   }
 
   /// \brief Lays the workspace out if its shape changed (the only allocation; a step allocates nothing).
@@ -133,9 +132,9 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
     if (w.owner == &m_ && w.B == B && w.T_ == Tn && w.slots == slots && w.grad == grad) return;
     w.elements = lay_out_regions<T>(w.mem, [&](Regions<T>& r) { layout(be_, m_, r, w, B, Tn, slots, grad); });
     const std::size_t N = std::size_t(B) * Tn;
-    if (w.ints.size() < 4 * N) w.ints.resize(4 * N);
-    w.tokens = w.ints.data(), w.targets = w.tokens + N, w.pos = w.targets + N, w.first = w.pos + N;
-    w.pos_h.assign(N, 0), w.first_h.assign(N, 0), w.plain.assign(N, 0), w.mask_h.assign(N, T(0));
+    if (w.ints.size() < 5 * N) w.ints.resize(5 * N);
+    w.tokens = w.ints.data(), w.targets = w.tokens + N, w.pos = w.targets + N, w.first = w.pos + N, w.first_window = w.first + N;
+    w.pos_h.assign(N, 0), w.first_h.assign(N, 0), w.first_w_h.assign(N, 0), w.plain.assign(N, 0), w.mask_h.assign(N, T(0));
     w.owner = &m_, w.B = B, w.T_ = Tn, w.slots = slots, w.grad = grad;
   }
 
@@ -156,6 +155,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
         w.plain[n] = is_start;
         w.pos_h[n] = masked ? t - start : t;
         w.first_h[n] = masked ? start : 0;
+        w.first_w_h[n] = m_.window > 0 ? std::max(w.first_h[n], t - m_.window + 1) : w.first_h[n];  // non-decreasing, as first
       }
     }
     for (int n = 0; n < N; ++n)
@@ -173,6 +173,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
     be_.upload(w.tokens, tokens, std::size_t(N));
     be_.upload(w.pos, w.pos_h.data(), std::size_t(N));
     be_.upload(w.first, w.first_h.data(), std::size_t(N));
+    if (m_.window > 0) be_.upload(w.first_window, w.first_w_h.data(), std::size_t(N));
     m_.embed.forward(be_, w_, w.e, w.tokens, N);
   }
 
@@ -188,7 +189,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
   }
 
   /// \brief Layer-0 input of a plain pass into p.res[0].
-  void plain_input(Pass& p) { m_.plain_rows(be_, w_, ws_.N(), ws_.e, p.res[0], p.rin); }
+  void plain_input(Pass& p) { m_.input().plain_forward(be_, w_, ws_.N(), ws_.e, p.res[0], p.rin); }
 
   /// \brief Layer-0 input of a fed-back pass into p.res[0], from the previous pass's source state `src`
   /// (N, D) (plus the jitter, if any) and the plain-row rule: row (b, t) is fed back iff t >= max(prefix_b, 1)
@@ -196,22 +197,12 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
   void fused_input(Pass& p, const T* src, const Jitter* jit, const int* prefix) {
     static_assert(fb, "fused_input needs a feedback fuser");
     WS& w = ws_;
-    const int N = w.N(), B = w.B, Tn = w.T_, D = m_.D;
-    if (jit && jit->sigma > 0) {  // jitter the carried state (spec 3: one uniform draw per element, before shift_right)
-      be_.jitter_add(w.noise, src, jit->seed, jit->row_offset, B, std::size_t(Tn) * D, jit->sigma);
-      src = w.noise;
-    }
-    be_.shift_right_forward(p.S, src, B, Tn, D);
-    w.fed_rows = 0;
-    for (int b = 0; b < B; ++b)
-      for (int t = 0; t < Tn; ++t) {
-        const std::size_t n = std::size_t(b) * Tn + t;
-        const bool fed = !w.plain[n] && t >= (prefix ? prefix[b] : 0);
-        w.mask_h[n] = fed ? T(1) : T(0);
-        w.fed_rows += fed;
-      }
+    const int N = w.N();
+    const auto& in = m_.input();
+    in.source_forward(be_, p.S, w.noise, src, jit, w.B, w.T_);
+    w.fed_rows = in.fed_mask(w.mask_h.data(), w.plain.data(), prefix, w.B, w.T_);
     be_.upload(p.mask, w.mask_h.data(), std::size_t(N));
-    m_.fused_rows(be_, w_, N, w.e, p.S, p.mask, w.pre, p.fuser, p.u, p.rin, p.res[0]);
+    in.fused_forward(be_, w_, N, w.e, p.S, p.mask, w.pre, p.fuser, p.u, p.rin, p.res[0]);
   }
 
   /// \brief Runs the stack and the final norm on p.res[0]: fills p.res[1..L], p.hf.
@@ -274,26 +265,17 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
       if (ready) (*ready)(l);
     }
     // w.dres = dX, the gradient w.r.t. the layer-0 input
-    if constexpr (!fb) {
-      be_.add(w.de, w.dres, ND);
-    } else {
-      if (!fed_back) {  // plain pass: X = N_in(e) or e
-        if (m_.norm_plain_pass()) m_.in_norm.backward(be_, w_, w.de, w.dres, w.e, p.rin, N);
-        else be_.add(w.de, w.dres, ND);
+    if constexpr (fb) {
+      if (fed_back) {  // through N_in and the fuser, then shift_right's transpose into the previous pass's source
+        m_.input().fused_backward(be_, w_, p.fuser, p.S, w.e, w.pre, p.u, p.rin, p.mask, w.dres, w.du, carry_out ? w.ds : nullptr, w.de, w.dpre, N);
+        if (carry_out) {
+          be_.zero(carry_out, ND);
+          m_.input().source_backward(be_, carry_out, w.ds, w.B, w.T_);
+        }
         return;
       }
-      // fed-back pass: plain rows go to e (through N_in unless fused_only), fed-back rows through N_in and the fuser
-      if (!m_.norm_plain_rows_when_fed()) be_.move_plain_rows(w.de, w.dres, p.mask, N, D);
-      be_.zero(w.du, ND);
-      m_.in_norm.backward(be_, w_, w.du, w.dres, p.u, p.rin, N);
-      be_.move_plain_rows(w.de, w.du, p.mask, N, D);
-      if (carry_out) be_.zero(w.ds, ND);
-      m_.fuser.backward(be_, w_, p.fuser, p.S, w.e, w.pre, w.du, carry_out ? w.ds : nullptr, w.de, w.dpre, N);
-      if (carry_out) {
-        be_.zero(carry_out, ND);
-        be_.shift_right_backward(carry_out, w.ds, w.B, w.T_, D);
-      }
     }
+    m_.input().plain_backward(be_, w_, w.de, w.dres, w.e, p.rin, N);  // a plain pass: X = N_in(e) or e
   }
 
   /// \brief Last step of backward: the precompute's gradient (summed over passes) and the embedding scatter.

@@ -6,7 +6,7 @@
 //   contraction_monitor on a fixed batch, fed-back passes k = 1..k_max without prefix mixing: loss L(k)
 //                       and delta_k = rms(H_k - H_{k-1}), which must flatten and decay
 //   pass_logits         the logits of passes 1..K of that chain (pass k = fused(k-1) prefill at every position)
-// and, for issue 12, the loss per position within a document (PositionSums; position 0 is a document's
+// and the loss per position within a document (PositionSums; position 0 is a document's
 // kSep) of every pass, of sequential decoding and of the data's optimum (DataSource::eval_window_optimal).
 #pragma once
 
@@ -88,9 +88,12 @@ inline int sequential_eval_windows(const DataSource& data, int Tn, int windows) 
 /// `by_position`, also fills (K) PositionSums of each pass's losses (P = loss_positions(Tn)). With
 /// `window_loss`, also fills (K, windows) each window's mean loss per pass (NaN for a window without a
 /// target): the pairs a paired t-interval (stats.hpp) compares between passes or models on the same windows.
-template <class M>
-std::vector<double> evaluate_passes(M& m, Workspace<M>& w, const DataSource& data, int Tn, int K, int max_windows, int B = 8,
-                                    std::vector<PositionSums>* by_position = nullptr, std::vector<std::vector<double>>* window_loss = nullptr) {
+/// Runs on any backend (be, with the weights wt in its memory, e.g. a BackendModel's); the overload below
+/// is the CPU's, with the model's own weights.
+template <class M, class Be>
+std::vector<double> evaluate_passes(Be& be, const M& m, const Weights<typename M::Scalar>& wt, Workspace<M, Be>& w, const DataSource& data, int Tn,
+                                    int K, int max_windows, int B = 8, std::vector<PositionSums>* by_position = nullptr,
+                                    std::vector<std::vector<double>>* window_loss = nullptr) {
   using T = typename M::Scalar;
   FBT_ASSERT(K >= 1 && (K == 1 || M::has_feedback), "evaluate: K = " + std::to_string(K) + " (a baseline has 1 pass)");
   const int nw = detail::parallel_eval_windows(data, Tn, max_windows);
@@ -104,8 +107,8 @@ std::vector<double> evaluate_passes(M& m, Workspace<M>& w, const DataSource& dat
   if (window_loss) window_loss->assign(std::size_t(K), std::vector<double>(std::size_t(nw), std::numeric_limits<double>::quiet_NaN()));
   std::vector<int> tok, tgt, rt, rg, pos;
   std::vector<std::uint8_t> ds, rd;
-  CpuBackend<T> be;
-  PassRunner<M> run(be, m, m.weights(), w);
+  std::vector<T> losses;  // (nb * Tn) this pass's per-target losses, on the host
+  PassRunner<M, Be> run(be, m, wt, w);
   for (int w0 = 0; w0 < nw; w0 += B) {
     const int nb = std::min(B, nw - w0);
     tok.clear(), tgt.clear(), ds.clear();
@@ -122,21 +125,33 @@ std::vector<double> evaluate_passes(M& m, Workspace<M>& w, const DataSource& dat
       if (!std::isfinite(s)) throw Error("evaluate: non-finite loss (" + std::to_string(s) + ") in pass " + std::to_string(j + 1) + " of " + std::to_string(K));
       sum[std::size_t(j)] += s;
       if (j == 0) count += c;
-      if (by_position)
+      if (by_position) {
+        losses.resize(tgt.size());
+        be.download(losses.data(), w.losses, tgt.size());
         for (std::size_t n = 0; n < tgt.size(); ++n)
-          if (tgt[n] >= 0) (*by_position)[std::size_t(j)].add(pos[n], double(w.losses[n]));
-      if (window_loss)
+          if (tgt[n] >= 0) (*by_position)[std::size_t(j)].add(pos[n], double(losses[n]));
+      }
+      if (window_loss) {
+        losses.resize(tgt.size());
+        be.download(losses.data(), w.losses, tgt.size());
         for (int i = 0; i < nb; ++i) {  // row i of the batch is window w0 + i
           double ws = 0;
           long wc = 0;
           for (std::size_t n = std::size_t(i) * Tn; n < std::size_t(i + 1) * Tn; ++n)
-            if (tgt[n] >= 0) ws += double(w.losses[n]), ++wc;
+            if (tgt[n] >= 0) ws += double(losses[n]), ++wc;
           if (wc > 0) (*window_loss)[std::size_t(j)][std::size_t(w0 + i)] = ws / double(wc);
         }
+      }
     });
   }
   for (auto& s : sum) s /= double(count);
   return sum;
+}
+template <class M>
+std::vector<double> evaluate_passes(M& m, Workspace<M>& w, const DataSource& data, int Tn, int K, int max_windows, int B = 8,
+                                    std::vector<PositionSums>* by_position = nullptr, std::vector<std::vector<double>>* window_loss = nullptr) {
+  CpuBackend<typename M::Scalar> be;
+  return evaluate_passes(be, m, m.weights(), w, data, Tn, K, max_windows, B, by_position, window_loss);
 }
 
 /// \brief Mean CE of token-by-token decoding (teacher-forced) over the first `windows` validation windows
@@ -211,27 +226,33 @@ struct ContractionCurve {
 
 /// \brief The contraction monitor on one fixed batch: k_max passes of the fed-back chain (no prefix
 /// mixing, no noise), the loss of each and the rms change of the final-norm states between passes.
-template <class M> ContractionCurve contraction_monitor(M& m, Workspace<M>& w, const Batch& b, int k_max) {
+/// Runs on any backend (be, with the weights wt in its memory); the overload below is the CPU's.
+template <class M, class Be>
+ContractionCurve contraction_monitor(Be& be, const M& m, const Weights<typename M::Scalar>& wt, Workspace<M, Be>& w, const Batch& b, int k_max) {
   using T = typename M::Scalar;
   FBT_ASSERT(k_max >= 1, "contraction_monitor: k_max must be >= 1");
   FBT_ASSERT(k_max == 1 || m.feedback(), "contraction_monitor needs a feedback fuser");
   const std::size_t ND = std::size_t(b.B) * b.T * m.D;
-  CpuBackend<T> be;
-  PassRunner<M> run(be, m, m.weights(), w);
+  PassRunner<M, Be> run(be, m, wt, w);
   run.prepare(b.B, b.T, 1, false);
   run.begin_batch(b.tokens, b.doc_start, b.targets);
   ContractionCurve c;
-  std::vector<T> prev(ND);
+  std::vector<T> prev(ND), hf(ND);  // (B*T, D) the previous and this pass's final-norm states, on the host
   run.forward_chain(k_max, [&](int k, PassCache<M>& p) {
+    be.download(hf.data(), p.hf, ND);
     double d2 = 0;
     if (k > 0)
-      for (std::size_t i = 0; i < ND; ++i) d2 += double(p.hf[i] - prev[i]) * double(p.hf[i] - prev[i]);
-    std::copy(p.hf, p.hf + ND, prev.begin());
+      for (std::size_t i = 0; i < ND; ++i) d2 += double(hf[i] - prev[i]) * double(hf[i] - prev[i]);
+    std::swap(prev, hf);
     const auto [sum, cnt] = run.head_forward(p, 0.0);
     c.loss.push_back(cnt ? sum / double(cnt) : 0.0);
     c.delta.push_back(std::sqrt(d2 / double(ND)));
   });
   return c;
+}
+template <class M> ContractionCurve contraction_monitor(M& m, Workspace<M>& w, const Batch& b, int k_max) {
+  CpuBackend<typename M::Scalar> be;
+  return contraction_monitor(be, m, m.weights(), w, b, k_max);
 }
 
 /// \brief Logits (K, B*T, V) of passes 1..K of the fed-back chain on a batch (no prefix mixing, no noise:

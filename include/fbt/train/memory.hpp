@@ -1,4 +1,4 @@
-// fbt/train/memory.hpp: how much memory a run may take, said before it allocates (issue 11).
+// fbt/train/memory.hpp: how much memory a run may take, said before it allocates.
 //
 // The trainer estimates what a run needs (parameters and AdamW state, the step's workspace, the data)
 // and refuses to start when the estimate exceeds the memory it may use: the available memory of the

@@ -15,6 +15,13 @@
 //                                                         optional: state tensors of its own, saved in the
 //                                                         checkpoint's train_state as "opt.<name>" and restored
 //                                                         bit for bit on resume
+//   template <class T> double step(BackendUpdates<T>& u, const OptimizerStep& s)
+//                                                         optional: the same update on a backend that is not
+//                                                         the CPU's (Trainer<M, Be>), through the library's
+//                                                         updates there (u: AdamW, grouped Muon / NorMuon).
+//                                                         Without it, such a trainer downloads the weights and
+//                                                         the state, runs step(ParamStore&) on the host and
+//                                                         uploads them again (correct, slower)
 // Every optimizer may keep its per-parameter state in ps.adam_m() / ps.adam_v() (two buffers of the
 // parameters' size, saved and restored with the checkpoint, as AdamW's moments) and ps.step.
 // The built-in ones: adamw (every tensor), muon and normuon (the matrices; AdamW for the rest: muon.hpp).
@@ -61,6 +68,16 @@ template <class T> struct StateTensor {
   T* data = nullptr;
 };
 
+/// The optimizer updates the library runs on a backend's weights and state (train/backend_optimizer.hpp's
+/// BackendOptimizer implements them): what an optimizer's backend step calls.
+template <class T> struct BackendUpdates {
+  virtual ~BackendUpdates() = default;
+  /// AdamW on every tensor at lr (adamw.hpp).
+  virtual void adamw_update(const AdamWConfig& cfg, double lr) = 0;
+  /// The matrices by Muon / NorMuon at matrix_lr, the rest by AdamW at lr (muon.hpp).
+  virtual void grouped_update(const AdamWConfig& adam, double lr, const MuonConfig& muon, double matrix_lr) = 0;
+};
+
 /// The trainer's view of an optimizer (type-erased: chosen by name at run time).
 template <class T> struct AnyOptimizer {
   virtual ~AnyOptimizer() = default;
@@ -68,6 +85,9 @@ template <class T> struct AnyOptimizer {
   virtual void init(ParamStore<T>&) = 0;
   virtual double step(ParamStore<T>&, const OptimizerStep&) = 0;
   virtual std::vector<StateTensor<T>> state(ParamStore<T>&) = 0;
+  /// Whether the type has a step on a backend (step(BackendUpdates&)); the default throws.
+  virtual bool has_backend_step() const = 0;
+  virtual double step(BackendUpdates<T>&, const OptimizerStep&) = 0;
 };
 
 namespace detail {
@@ -76,6 +96,10 @@ template <class O, class T> struct opt_has_init<O, T, std::void_t<decltype(std::
 template <class O, class T, class = void> struct opt_has_state : std::false_type {};
 template <class O, class T>
 struct opt_has_state<O, T, std::void_t<decltype(std::declval<O&>().state(std::declval<ParamStore<T>&>(), std::declval<std::vector<StateTensor<T>>&>()))>>
+    : std::true_type {};
+template <class O, class T, class = void> struct opt_has_backend_step : std::false_type {};
+template <class O, class T>
+struct opt_has_backend_step<O, T, std::void_t<decltype(std::declval<O&>().step(std::declval<BackendUpdates<T>&>(), std::declval<const OptimizerStep&>()))>>
     : std::true_type {};
 
 template <class O, class T> struct OptimizerAdapter final : AnyOptimizer<T> {
@@ -98,6 +122,17 @@ template <class O, class T> struct OptimizerAdapter final : AnyOptimizer<T> {
     if constexpr (opt_has_state<O, T>::value) o.state(ps, r);
     return r;
   }
+  bool has_backend_step() const override { return opt_has_backend_step<O, T>::value; }
+  double step(BackendUpdates<T>& u, const OptimizerStep& s) override {
+    if constexpr (!opt_has_backend_step<O, T>::value) {
+      throw Error(std::string("optimizer ") + O::name + " has no step on a backend (step(BackendUpdates<T>&, const OptimizerStep&))");
+    } else if constexpr (std::is_void<decltype(o.step(u, s))>::value) {
+      o.step(u, s);
+      return 0.0;
+    } else {
+      return double(o.step(u, s));
+    }
+  }
 };
 }  // namespace detail
 
@@ -110,6 +145,10 @@ struct AdamWOptimizer {
   explicit AdamWOptimizer(const OptimizerArgs& a) { cfg.lr = a.lr, cfg.beta1 = a.beta1, cfg.beta2 = a.beta2, cfg.eps = a.eps, cfg.weight_decay = a.weight_decay; }
   template <class T> double step(ParamStore<T>& ps, const OptimizerStep& s) {
     adamw_update(ps, cfg, s.lr);
+    return 0.0;
+  }
+  template <class T> double step(BackendUpdates<T>& u, const OptimizerStep& s) {
+    u.adamw_update(cfg, s.lr);
     return 0.0;
   }
 };
@@ -133,6 +172,11 @@ template <MuonVariant V> struct MuonFamilyOptimizer {
   template <class T> double step(ParamStore<T>& ps, const OptimizerStep& s) {
     const double mlr = matrix_lr * s.lr_scale;  // the same schedule multiplier, on the matrices' peak
     grouped_update(ps, adam, s.lr, muon, mlr, workspace<T>());
+    return mlr;
+  }
+  template <class T> double step(BackendUpdates<T>& u, const OptimizerStep& s) {
+    const double mlr = matrix_lr * s.lr_scale;
+    u.grouped_update(adam, s.lr, muon, mlr);
     return mlr;
   }
 

@@ -24,7 +24,7 @@
 #include "../io/config_json.hpp"
 #include "../io/json.hpp"
 #include "../io/token_file.hpp"
-#include "../ops/gemm_bf16.hpp"
+#include "../core/precision.hpp"
 #include "lr_schedule.hpp"
 #include "optimizer.hpp"
 #include "schedule.hpp"
@@ -49,6 +49,9 @@ struct TrainConfig {
   int doc_sep_id = -1;               ///< the id that separates (and starts) documents in a token file; -1 = none
   std::string val_data;              ///< a validation token file; empty = the last val_fraction of the data file
   std::string vocab_check = "full";  ///< token files: full | windows (when ids are checked against the vocabulary: data/token_dataset.hpp)
+  /// nanochat's window pattern: letters S (sliding_attention) and L (full_attention) tiled over the layers,
+  /// the last layer always L (as nanochat); sets model.layer_types (apply_window_pattern). "" = layer_types as given.
+  std::string window_pattern;
   // optimisation
   int batch_size = 16, seq_len = 128, grad_accum = 1;
   long steps = 1000;
@@ -99,9 +102,10 @@ struct ConfigField {
   /// recorded: an older record and a newer one of the same run compare equal).
   bool omit_default = false;
   /// The JSON type a config file must give the field's value (apply_json with typed values): a number
-  /// (integer / real), true or false (boolean), an array of integers (int_list), a JSON object or its
-  /// text (object), a string (text). Flags are text and are read by `set` whatever the kind.
-  enum class Kind { text, integer, real, boolean, int_list, object };
+  /// (integer / real), true or false (boolean), an array of integers (int_list), an array of strings
+  /// (name_list), a JSON object or its text (object), a string (text). Flags are text and are read by
+  /// `set` whatever the kind.
+  enum class Kind { text, integer, real, boolean, int_list, object, name_list };
   Kind kind = Kind::text;
 };
 
@@ -198,6 +202,25 @@ inline std::vector<int> parse_int_list(const std::string& f, const std::string& 
     i = j + 1;
   }
   return out;
+}
+/// "decoder,gated_attn" -> {"decoder", "gated_attn"} ("" = none); an empty name is refused naming the field.
+inline std::vector<std::string> parse_name_list(const std::string& f, const std::string& v) {
+  std::vector<std::string> r;
+  if (v.empty()) return r;
+  std::size_t a = 0;
+  while (true) {
+    const std::size_t b = v.find(',', a);
+    const std::string n = v.substr(a, b == std::string::npos ? std::string::npos : b - a);
+    if (n.empty()) throw Error(f + ": an empty name in " + quote_value(v) + " (expected names separated by commas)");
+    r.push_back(n);
+    if (b == std::string::npos) return r;
+    a = b + 1;
+  }
+}
+inline std::string format_name_list(const std::vector<std::string>& v) {
+  std::string r;
+  for (const auto& n : v) r += (r.empty() ? "" : ",") + n;
+  return r;
 }
 inline std::string format_int_list(const std::vector<int>& v) {
   std::string s;
@@ -305,7 +328,7 @@ inline const std::vector<ConfigField>& train_config_fields() {
     // data
     S("data", "task:addition | task:state_tracking | task:multihop | task:running_sum | task:permutation | task:brackets | path of a text file",
       FBT_T(data));
-    I("task_difficulty", "digits / operations / hops of a reasoning task; modulus / k of S_k / depth cap of a running-state task", FBT_T(task_difficulty));
+    I("task_difficulty", "digits / operations / hops of a reasoning task; modulus / k of S_k / depth cap of a running-state task; null lines / writes per register of a probing task", FBT_T(task_difficulty));
     D("p_full", "share of full-trace solutions in the task data", FBT_T(p_full));
     D("p_compressed", "share of compressed-trace solutions", FBT_T(p_compressed));
     D("p_answer", "share of answer-only solutions", FBT_T(p_answer));
@@ -339,6 +362,16 @@ inline const std::vector<ConfigField>& train_config_fields() {
     L("layer_intermediate_size", "per-layer SwiGLU sizes, e.g. 256,128 (empty: intermediate_size everywhere)", FBT_M(layer_intermediate_size));
     L("layer_num_attention_heads", "per-layer query heads (empty: num_attention_heads everywhere)", FBT_M(layer_num_attention_heads));
     L("layer_num_key_value_heads", "per-layer key/value heads (empty: num_key_value_heads everywhere)", FBT_M(layer_num_key_value_heads));
+    I("sliding_window", "attention window W of the sliding_attention layers (0 = none; Hugging Face Qwen3's sliding_window)", FBT_M(sliding_window));
+    v.back().omit_default = true;
+    v.push_back({"layer_types", "per-layer attention, e.g. sliding_attention,full_attention (empty: every layer full_attention; HF Qwen3's layer_types)",
+                 [](TrainConfig& c, const std::string& s) { c.model.layer_types = detail::parse_name_list("layer_types", s); },
+                 [](const TrainConfig& c) { return detail::format_name_list(c.model.layer_types); }});
+    v.back().omit_default = true;
+    v.back().kind = ConfigField::Kind::name_list;
+    S("window_pattern", "nanochat's: S (sliding) / L (full) tiled over the layers, the last layer always L, e.g. SSSL with --sliding_window 64; "
+                        "sets layer_types ('' = layer_types as given)", FBT_T(window_pattern));
+    v.back().omit_default = true;
     S("fuser", "none (baseline) | glu | gated_add | concat | a fuser of your own (a command built with fbt::cli_main)", FBT_M(fuser));
     v.push_back({"fuser_options", "the fuser's own options as a JSON object, e.g. {\"rank\": 8}; one at a time: --fuser.NAME VALUE",
                  [](TrainConfig& c, const std::string& s) { c.model.fuser_options = detail::parse_options_text("fuser_options", s); },
@@ -346,6 +379,14 @@ inline const std::vector<ConfigField>& train_config_fields() {
     v.back().omit_default = true;
     v.back().kind = ConfigField::Kind::object;
     S("block", "the block type: decoder | a block of your own (a command built with fbt::cli_main)", FBT_M(block));
+    v.back().omit_default = true;
+    v.push_back({"layer_blocks", "a mixed stack: the block type of each layer, e.g. decoder,gated_attn,decoder (sets block \"mixed\"; the types "
+                 "come from a command built with fbt::cli_main<Yours...>; a type's options in block_options as \"TYPE.NAME\")",
+                 [](TrainConfig& c, const std::string& s) {
+                   c.model.layer_blocks = detail::parse_name_list("layer_blocks", s);
+                   if (!c.model.layer_blocks.empty()) c.model.block = "mixed";
+                 },
+                 [](const TrainConfig& c) { return detail::format_name_list(c.model.layer_blocks); }});
     v.back().omit_default = true;
     v.push_back({"block_options", "the block's own options as a JSON object; one at a time: --block.NAME VALUE",
                  [](TrainConfig& c, const std::string& s) { c.model.block_options = detail::parse_options_text("block_options", s); },
@@ -453,13 +494,38 @@ inline void set_config_field(TrainConfig& c, const std::string& name, const std:
   throw Error("unknown config field \"" + detail::excerpt(name) + "\" (see fbt train --help for the list)");
 }
 
+/// \brief The layer types of nanochat's window pattern over L layers: letter l % |pattern| of the pattern
+/// (S: sliding_attention, L: full_attention, either case), and the last layer full_attention whatever its
+/// letter (nanochat gives the last layer the full context). Throws fbt::Error naming window_pattern.
+inline std::vector<std::string> window_pattern_layer_types(const std::string& pattern, int L) {
+  if (pattern.empty() || pattern.size() > 4096)
+    throw Error("invalid training config: window_pattern: expected 1 to 4096 letters S and L, got " + detail::quote_value(pattern));
+  for (char ch : pattern)
+    if (ch != 'S' && ch != 's' && ch != 'L' && ch != 'l')
+      throw Error("invalid training config: window_pattern: expected letters S (sliding_attention) and L (full_attention), got " +
+                  detail::quote_value(pattern));
+  std::vector<std::string> t;
+  for (int l = 0; l < L; ++l) {
+    const char ch = pattern[std::size_t(l) % pattern.size()];
+    t.push_back(l + 1 < L && (ch == 'S' || ch == 's') ? "sliding_attention" : "full_attention");
+  }
+  return t;
+}
+/// \brief model.layer_types from window_pattern (when given), over model.num_hidden_layers: called once every
+/// field is set (the pattern and the number of layers may come in either order).
+inline void apply_window_pattern(TrainConfig& c) {
+  if (c.window_pattern.empty() || c.model.num_hidden_layers <= 0 || c.model.num_hidden_layers > ModelLimits::max_hidden_layers) return;
+  c.model.layer_types = window_pattern_layer_types(c.window_pattern, c.model.num_hidden_layers);
+}
+
 /// \brief Sets several fields, `preset` first (whatever its place), then the others in order: a preset is
-/// where a config starts, and the fields given with it change it.
+/// where a config starts, and the fields given with it change it. Then window_pattern is applied.
 template <class Range> void set_config_fields(TrainConfig& c, const Range& fields) {
   for (const auto& kv : fields)
     if (kv.first == "preset") set_config_field(c, kv.first, kv.second);
   for (const auto& kv : fields)
     if (kv.first != "preset") set_config_field(c, kv.first, kv.second);
+  apply_window_pattern(c);
 }
 
 /// \brief The z-loss coefficient of step `step` of a run of config c whose LR schedule is lr:
@@ -490,6 +556,8 @@ inline StateTaskConfig state_task_config(const TrainConfig& c) {
 }
 /// Whether a config's data is a running-state task ("task:running_sum" ...).
 inline bool is_state_task_data(const TrainConfig& c) { return c.data.rfind("task:", 0) == 0 && is_state_task(c.data.substr(5)); }
+/// Whether a config's data is a probing task ("task:completion" ...: data/probe_tasks.hpp).
+inline bool is_probe_task_data(const TrainConfig& c) { return c.data.rfind("task:", 0) == 0 && is_probe_task(c.data.substr(5)); }
 /// Whether a config's data is a token file (a path ending in .bin or .npy: io/token_file.hpp).
 inline bool is_token_data(const TrainConfig& c) { return c.data.rfind("task:", 0) != 0 && is_token_file_path(c.data); }
 /// Whether a path names prompt/response data for fine-tuning (a file ending in .jsonl: io/sft_jsonl.hpp).
@@ -517,6 +585,12 @@ inline void validate_data(const TrainConfig& c) {
       const std::string m = e.what();
       throw Error("invalid training config: " + (m.rfind("fbt: ", 0) == 0 ? m.substr(5) : m));
     }
+  } else if (is_probe_task_data(c)) {
+    const std::string name = c.data.substr(5);
+    const int lo = name == "latest_write" ? 1 : 0, hi = max_probe_task_difficulty(name);
+    if (c.task_difficulty < lo || c.task_difficulty > hi)
+      fail("task_difficulty", "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] for task " + name + " (" +
+                                  (name == "latest_write" ? "writes per register" : "null lines") + "), got " + std::to_string(c.task_difficulty));
   } else if (c.data.rfind("task:", 0) == 0) {
     const std::string name = c.data.substr(5);
     const std::vector<std::string> known = builtin_task_names();
@@ -576,6 +650,7 @@ inline void check_config_value_type(const std::string& key, const nlohmann::json
     if ((f.kind == K::integer || f.kind == K::real) && !v.is_number()) want = "a number";
     if (f.kind == K::boolean && !v.is_boolean()) want = "true or false";
     if (f.kind == K::int_list && !v.is_array() && !v.is_string()) want = "an array of integers (or their text, \"256,128\")";
+    if (f.kind == K::name_list && !v.is_array() && !v.is_string()) want = "an array of strings (or their text, \"a,b\")";
     if (f.kind == K::text && !v.is_string()) want = "a string";
     if (f.kind == K::object && !v.is_object() && !v.is_string()) want = "a JSON object";
     if (want)
@@ -610,8 +685,12 @@ inline void apply_json(TrainConfig& c, const nlohmann::json& j, const std::strin
     else if (it->is_number_unsigned()) v = std::to_string(it->get<unsigned long long>());  // 2^64 - 1 stays itself, not -1
     else if (it->is_number_integer()) v = std::to_string(it->get<long long>());
     else if (it->is_number()) v = detail::num(it->get<double>());
-    else if (it->is_array()) {  // per-layer sizes: [256, 128] is "256,128"
+    else if (it->is_array()) {  // per-layer sizes: [256, 128] is "256,128"; per-layer names (layer_types, layer_blocks) likewise
       for (const auto& x : *it) {
+        if (x.is_string() && (it.key() == "layer_blocks" || it.key() == "layer_types")) {
+          v += (v.empty() ? "" : ",") + x.get<std::string>();
+          continue;
+        }
         if (!x.is_number_integer()) throw Error(where + ": field " + key + " must be an array of integers");
         v += (v.empty() ? "" : ",") + (x.is_number_unsigned() ? std::to_string(x.get<unsigned long long>()) : std::to_string(x.get<long long>()));
       }
@@ -653,6 +732,12 @@ inline void validate(const TrainConfig& c) {
                                                         {"gated_add_alpha", c.model.gated_add_alpha}};
   for (const auto& r : model_reals)
     if (!std::isfinite(r.second)) fail(r.first, "must be finite, got " + num(r.second));
+  if (!c.window_pattern.empty() && c.model.num_hidden_layers <= ModelLimits::max_hidden_layers &&
+      c.model.layer_types != window_pattern_layer_types(c.window_pattern, c.model.num_hidden_layers))
+    fail("window_pattern", detail::quote_value(c.window_pattern) + " gives layer_types " +
+                               detail::format_name_list(window_pattern_layer_types(c.window_pattern, c.model.num_hidden_layers)) +
+                               " but layer_types is " + detail::quote_value(detail::format_name_list(c.model.layer_types)) +
+                               " (give one of them, or call apply_window_pattern)");
   // the schedule
   c.schedule.validate();
   if (c.schedule.K_max > 1 && !c.model.feedback() && c.schedule.feedback_start < 1.0 && !(c.schedule.pass_mix.size() == 1 && c.schedule.pass_mix.count(1)))
@@ -760,7 +845,7 @@ inline void init_from_stack(ModelConfig& m, const ModelConfig& from) {
   m.layer_num_attention_heads = from.layer_num_attention_heads, m.layer_num_key_value_heads = from.layer_num_key_value_heads;
   m.max_position_embeddings = from.max_position_embeddings, m.rope_theta = from.rope_theta, m.rms_norm_eps = from.rms_norm_eps;
   m.tie_word_embeddings = from.tie_word_embeddings, m.qk_norm = from.qk_norm, m.block_norm = from.block_norm;
-  m.doc_attention = from.doc_attention;
+  m.doc_attention = from.doc_attention, m.sliding_window = from.sliding_window, m.layer_types = from.layer_types;
 }
 
 /// \brief A run's config (the other overload, below, without init_from); when the config names init_from, the stack fields of `read_config(init_from)` are set
@@ -792,6 +877,7 @@ TrainConfig make_train_config(const std::string& config_file, const Range& flags
   if (!config_file.empty()) apply_json(c, file, where, true);
   for (const auto& kv : flags)
     if (kv.first != "preset") set_config_field(c, kv.first, kv.second);
+  apply_window_pattern(c);
   make_baseline_single_pass(c);
   return c;
 }

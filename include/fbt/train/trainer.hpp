@@ -12,6 +12,11 @@
 // (weights, Qwen3 names, config in the metadata) and checkpoint/train_state.safetensors (AdamW moments,
 // step, NorMuon's row moments, RNG states, token counters, the optimizer's name, the run's config), each
 // written to a temporary name and renamed.
+// Backends: Trainer<M> trains on the CPU (threads, MPI); Trainer<M, Be> on any other backend Be (a GPU's,
+// or check/host_backend.hpp's stand-in) runs the same loop with the weights and the optimizer state in
+// Be's memory (model/backend_model.hpp, train/backend_optimizer.hpp): the step, clipping, the built-in
+// optimizers, the evaluation and the decoder run there; a registered optimizer without a backend step
+// runs on the host (download, step, upload); checkpoints download first (sync_host).
 #pragma once
 
 #include <algorithm>
@@ -32,6 +37,7 @@
 #include "../io/checkpoint.hpp"
 #include "../io/hf.hpp"
 #include "../model/parallel_step.hpp"
+#include "backend_optimizer.hpp"
 #include "optimizer.hpp"
 #include "clip.hpp"
 #include "evaluate.hpp"
@@ -48,6 +54,7 @@ namespace fbt {
 /// of the model's vocabulary), prompt/response data (.jsonl: sft_dataset.hpp) or a text file (bytes).
 inline std::unique_ptr<DataSource> make_data_source(const TrainConfig& c) {
   if (is_state_task_data(c)) return std::make_unique<StateTaskDataset>(state_task_config(c));
+  if (is_probe_task_data(c)) return std::make_unique<ProbeTaskDataset>(c.data.substr(5), c.task_difficulty);
   if (c.data.rfind("task:", 0) == 0) return std::make_unique<TaskDataset>(task_config(c));
   if (is_sft_data(c)) {  // prompt/response examples: the loss counts response tokens only
     SftDatasetOptions o;
@@ -254,9 +261,12 @@ inline TrainConfig read_train_config(const std::string& dir) {
   return c;
 }
 
-template <class M> class Trainer {
+template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
  public:
   using T = typename M::Scalar;
+  using Backend = Be;
+  /// The CPU path trains the model's own buffers (threads, MPI); any other backend through BackendModel.
+  static constexpr bool on_cpu = std::is_same<Be, CpuBackend<T>>::value;
   TrainConfig cfg;
   std::unique_ptr<DataSource> data;
   M model;
@@ -280,7 +290,7 @@ template <class M> class Trainer {
   Trainer(const TrainConfig& c, std::unique_ptr<DataSource> d, bool own)
       : cfg(prepared(c)), data(std::move(d)), model(cfg.model, cfg.seed), sched(cfg.schedule, cfg.steps),
         lr_sched(make_lr_schedule(cfg.lr_schedule, cfg.lr, cfg.min_lr, std::min(cfg.warmup_steps, cfg.steps), cfg.steps, cfg.wsd_decay_frac)),
-        data_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 1), sched_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 2), dec_(model, data ? data->doc_sep() : kSep) {
+        data_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 1), sched_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 2) {
     FBT_ASSERT(data, "Trainer needs a data source");
     if (own) {
       data_describe_ = data->describe();
@@ -288,14 +298,19 @@ template <class M> class Trainer {
     }
     if (cfg.precision == "bf16" && !std::is_same<T, float>::value)
       throw Error("invalid training config: precision: bf16 needs a float model (this Trainer's scalar is not float)");
+    if (!on_cpu && cfg.precision != "fp32")
+      throw Error("invalid training config: precision " + cfg.precision + " is the CPU backend's (this run's backend is " + Be::name +
+                  "; train with --device cpu or precision fp32)");
     if (data->num_eval_windows(cfg.seq_len) < 1)
       throw Error("data " + cfg.data + ": the validation split holds no window of " + std::to_string(cfg.seq_len + 1) +
                   " tokens (evaluation needs one; raise val_fraction or lower seq_len)");
     optimizer = OptimizerRegistry::global().make<T>(cfg.optimizer, optimizer_args(cfg), cfg.optimizer_options);
     optimizer->init(model.params);  // e.g. NorMuon's row moments, allocated (zero) now: a checkpoint at step 0 holds them
-    // the exact workspaces, now that the model exists and before any is allocated (the first step does it)
+    // the exact workspaces, now that the model exists and before any is allocated (the first step does it);
+    // on another backend they live in its memory, not the host's
     const double step = double(step_bytes()), ev = double(eval_bytes());
-    check_memory("this training run", step + ev,
+    if (on_cpu)
+      check_memory("this training run", step + ev,
                  "step workspace " + detail::fmt_bytes(step) + " for batch_size " + std::to_string(cfg.batch_size) + " x seq_len " +
                      std::to_string(cfg.seq_len) + " with K_max " + std::to_string(M::has_feedback ? cfg.schedule.K_max : 1) +
                      (cfg.threads > 1 ? " on " + std::to_string(cfg.threads) + " threads" : std::string()) + ", evaluation workspace " +
@@ -303,11 +318,19 @@ template <class M> class Trainer {
                      " of parameters and AdamW state are already allocated",
                  cfg.max_memory_gb > 0 ? std::max(cfg.max_memory_gb - double(model.params.size()) * 4 * sizeof(T) / 1e9, 1e-9) : 0,
                  "lower batch_size, seq_len, K_max or threads, or use detach or grad_passes");
-    if (cfg.threads > 1) par_ = std::make_unique<ParallelStepper<M>>(model, cfg.threads);
+    if (on_cpu && cfg.threads > 1) par_ = std::make_unique<ParallelStepper<M>>(model, cfg.threads);
     if (!cfg.init_from.empty()) {  // the stack's weights from a checkpoint; the feedback tensors as initialised
       const std::vector<std::string> fresh = init_from_checkpoint(model, cfg.init_from);
       init_note_ = "initialised from " + cfg.init_from + ": " + std::to_string(model.params.specs().size() - fresh.size()) + " tensors loaded, " +
                    std::to_string(fresh.size()) + " new (" + (fresh.empty() ? std::string("none") : "model.feedback.*") + "), optimizer fresh";
+    }
+    const int sep = data->doc_sep();
+    if constexpr (on_cpu) {
+      dec_ = std::make_unique<Decoder<M, Be>>(model, sep);
+    } else {  // the weights and the optimizer state on the backend, uploaded from the host model now
+      dev_ = std::make_unique<BackendModel<M, Be>>(model);
+      dev_opt_ = std::make_unique<BackendOptimizer<M, Be>>(*dev_);
+      dec_ = std::make_unique<Decoder<M, Be>>(*dev_, sep);
     }
   }
 
@@ -319,13 +342,16 @@ template <class M> class Trainer {
   /// prints, logs, evaluates and writes checkpoints; an error on any rank stops every rank with its message.
   /// Call before the first step (also after resume()). comm must outlive the trainer.
   void set_communicator(Communicator& comm) {
+    if (!on_cpu && comm.size() > 1)
+      throw Error(std::string("data-parallel training (distributed) runs on the CPU backend; this run's backend is ") + Be::name);
     if (comm.size() > 1 && cfg.batch_size < comm.size())
       throw Error("invalid training config: batch_size " + std::to_string(cfg.batch_size) + " is below the " + std::to_string(comm.size()) +
                   " ranks (each rank takes at least one row of every batch)");
     comm_ = &comm;
     DistOptions d;
     d.overlap = cfg.dist_overlap, d.bucket_bytes = std::size_t(std::max(1.0, cfg.dist_bucket_mb * 1e6));
-    if (comm.size() > 1) dist_ = std::make_unique<DistributedStepper<M>>(model, comm, cfg.threads, d), par_.reset();
+    if constexpr (on_cpu)
+      if (comm.size() > 1) dist_ = std::make_unique<DistributedStepper<M>>(model, comm, cfg.threads, d), par_.reset();
   }
   const Communicator& communicator() const { return *comm_; }
 
@@ -370,14 +396,16 @@ template <class M> class Trainer {
     StepReport r;
     r.step = step, r.K = plan_.K, r.loss.assign(plan_.K, 0.0);
     model.opts.z_loss = z_loss_at(step);
-    model.params.zero_grad();
+    if constexpr (on_cpu) model.params.zero_grad();
+    else dev_->zero_grad();
     {
       const ScopedMatmulPrecision mp(parse_precision(cfg.precision));  // the forward and backward products only; the optimizer is fp32
       for (int a = 0; a < cfg.grad_accum; ++a) {
         data->sample_batch(data_rng, B, Tn, tok_, tgt_, ds_);
         try {
           const Batch batch{B, Tn, tok_.data(), tgt_.data(), ds_.data()};
-          if (dist_) {  // this rank's rows; the last micro-batch sums the gradients over the ranks
+          if constexpr (!on_cpu) dev_->multipass_step(batch, o, st_);
+          else if (dist_) {  // this rank's rows; the last micro-batch sums the gradients over the ranks
             dist_->step(batch, o, st_, a == cfg.grad_accum - 1);
             r.comm_seconds += dist_->exposed_seconds();
           }
@@ -389,11 +417,12 @@ template <class M> class Trainer {
         for (int j = 0; j < plan_.K; ++j) r.loss[j] += st_.loss[j] / cfg.grad_accum;
       }
     }
-    r.grad_norm = clip_grad_norm(model.params, cfg.grad_clip);
+    if constexpr (on_cpu) r.grad_norm = clip_grad_norm(model.params, cfg.grad_clip);
+    else r.grad_norm = dev_opt_->clip_grad_norm(cfg.grad_clip);
     if (!std::isfinite(r.grad_norm)) throw Error("training stopped at step " + std::to_string(step) + ": non-finite gradient norm (" + std::to_string(r.grad_norm) + ") with K = " + std::to_string(plan_.K));
     r.lr = lr_sched.lr(step);
     const auto t_opt = std::chrono::steady_clock::now();
-    r.matrix_lr = optimizer->step(model.params, OptimizerStep{step, r.lr, r.lr / cfg.lr});
+    r.matrix_lr = optimizer_step(OptimizerStep{step, r.lr, r.lr / cfg.lr});
     r.optimizer_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_opt).count();
     ++step;
     tokens += double(B) * Tn * cfg.grad_accum;
@@ -417,17 +446,17 @@ template <class M> class Trainer {
     const int Tn = cfg.seq_len;
     std::vector<PositionSums> pass_pos;
     PositionSums pos;
-    e.val_loss = evaluate_passes(model, eval_ws_, *data, Tn, K, cfg.eval_windows, 8, &pass_pos);
+    e.val_loss = evaluate_passes(backend(), model, weights(), eval_ws_, *data, Tn, K, cfg.eval_windows, 8, &pass_pos);
     LossByPosition& bp = e.by_position;
     bp.count = pass_pos[0].count;
     for (const auto& p : pass_pos) bp.pass.push_back(p.mean());
     const int nw = detail::parallel_eval_windows(*data, Tn, cfg.eval_windows);
     if (optimal_by_position(*data, Tn, nw, pos)) bp.optimal = pos.mean(), e.optimal_loss = data->mean_optimal_loss(Tn, nw);
     if (cfg.seq_eval_windows != 0) {  // -1: every validation window
-      e.seq_loss_standard = sequential_loss(dec_, *data, Tn, cfg.seq_eval_windows, DecodeModeSpec{}, &pos);
+      e.seq_loss_standard = sequential_loss(*dec_, *data, Tn, cfg.seq_eval_windows, DecodeModeSpec{}, &pos);
       bp.seq_count = pos.count, bp.seq_standard = pos.mean();
       if (M::has_feedback) {
-        e.seq_loss_soft = sequential_loss(dec_, *data, Tn, cfg.seq_eval_windows, DecodeModeSpec::parse("soft"), &pos);
+        e.seq_loss_soft = sequential_loss(*dec_, *data, Tn, cfg.seq_eval_windows, DecodeModeSpec::parse("soft"), &pos);
         bp.seq_soft = pos.mean();
       }
       const int ns = detail::sequential_eval_windows(*data, Tn, cfg.seq_eval_windows);
@@ -441,7 +470,7 @@ template <class M> class Trainer {
         data->eval_window(i, cfg.seq_len, rt, rg, rd);
         tok.insert(tok.end(), rt.begin(), rt.end()), tgt.insert(tgt.end(), rg.begin(), rg.end()), ds.insert(ds.end(), rd.begin(), rd.end());
       }
-      e.contraction = contraction_monitor(model, eval_ws_, Batch{nb, cfg.seq_len, tok.data(), tgt.data(), ds.data()}, cfg.monitor_passes);
+      e.contraction = contraction_monitor(backend(), model, weights(), eval_ws_, Batch{nb, cfg.seq_len, tok.data(), tgt.data(), ds.data()}, cfg.monitor_passes);
     }
     return e;
   }
@@ -450,8 +479,10 @@ template <class M> class Trainer {
   /// then dir.tmp replaces dir (the previous checkpoint is kept as dir.old until the new one is in place).
   /// The temporary directory is dir.tmp.<pid>, this process's own; one of a process that no longer
   /// exists (a killed run) is removed, as is dir.tmp of older versions.
+  /// On another backend than the CPU's the host model is refreshed from it first (sync_host).
   void save_checkpoint(const std::string& dir) const {
     namespace fs = std::filesystem;
+    sync_host();
     const std::string tmp = dir + ".tmp." + std::to_string(::getpid()), old = dir + ".old";
     remove_stale_checkpoint_temps(dir);
     fs::remove_all(tmp);
@@ -550,6 +581,7 @@ template <class M> class Trainer {
     t->cfg.init_from = c.init_from;
     load_model_into(m_path, t->model);
     load_train_state(st_path, t->model.params, t->optimizer_state_refs());
+    t->upload_state();
     if (t->model.params.step != step)
       throw Error(where + ": field \"step\" (AdamW's step, " + std::to_string(t->model.params.step) + ") differs from \"trainer_step\" (" +
                   std::to_string(step) + ")");
@@ -601,6 +633,7 @@ template <class M> class Trainer {
                    model.params.size(), cfg.model.fuser.c_str(), data->describe().c_str(), step_bytes() / 1e6,
                    M::has_feedback ? cfg.schedule.K_max : 1, cfg.schedule.detach ? ", detached" : "", cfg.steps, cfg.batch_size,
                    cfg.seq_len, cfg.grad_accum, sched.mean_passes());
+    if (out && !on_cpu) std::fprintf(out, "  backend %s: the step, the optimizer, the evaluation and the decoder run there\n", Be::name);
     if (out && cfg.precision == "bf16")
       std::fprintf(out, "  precision bf16: matrix products with bf16 operands and fp32 sums (%s); weights, optimizer, norms, loss fp32\n",
                    gemm_bf16_impl(256, 256, 256).c_str());
@@ -681,7 +714,30 @@ template <class M> class Trainer {
                           compute_tokens / 1e6, compute_tokens / std::max(tokens, 1.0), cfg.out_dir.c_str());
   }
 
-  Decoder<M>& decoder() { return dec_; }
+  /// The decoder over the trained weights (on the trainer's backend).
+  Decoder<M, Be>& decoder() { return *dec_; }
+
+  /// The backend the step and the evaluation run on, and the weights there.
+  Be& backend() {
+    if constexpr (on_cpu) return cpu_be_;
+    else return dev_->backend();
+  }
+  Weights<T> weights() {
+    if constexpr (on_cpu) return model.weights();
+    else return dev_->weights();
+  }
+
+  /// \brief On another backend than the CPU's: the backend's weights, gradients and optimizer state -> the
+  /// host model (train_step leaves them there; run() and save_checkpoint call this). A no-op on the CPU.
+  /// The host model is a mirror of the backend's state, so this is callable on a const trainer.
+  void sync_host() const {
+    if constexpr (!on_cpu) dev_->download(), dev_opt_->download();
+  }
+  /// \brief The host model's weights and optimizer state -> the backend (after they were changed or loaded
+  /// on the host). A no-op on the CPU.
+  void upload_state() {
+    if constexpr (!on_cpu) dev_->upload(), dev_opt_->upload();
+  }
 
   /// The stop signal that ended run() early (stop_signal(): SIGTERM, SIGINT) after a checkpoint; 0 when
   /// run() trained to cfg.steps.
@@ -735,6 +791,19 @@ template <class M> class Trainer {
     for (const auto& s : optimizer->state(const_cast<ParamStore<T>&>(model.params))) r.push_back({"opt." + s.name, safetensors_dtype<T>(), s.shape, s.data});
     return r;
   }
+  /// The optimizer's update of the (clipped) gradients: on the CPU the host store's; on another backend its
+  /// backend step there, or, for an optimizer without one, on the host between a download and an upload.
+  double optimizer_step(const OptimizerStep& s) {
+    if constexpr (on_cpu) {
+      return optimizer->step(model.params, s);
+    } else {
+      if (optimizer->has_backend_step()) return optimizer->step(static_cast<BackendUpdates<T>&>(*dev_opt_), s);
+      sync_host();
+      const double r = optimizer->step(model.params, s);
+      upload_state();
+      return r;
+    }
+  }
   static OptimizerArgs optimizer_args(const TrainConfig& c) {
     OptimizerArgs a;
     a.lr = c.lr, a.beta1 = c.beta1, a.beta2 = c.beta2, a.eps = c.adam_eps, a.weight_decay = c.weight_decay;
@@ -743,7 +812,10 @@ template <class M> class Trainer {
     return a;
   }
 
-  Decoder<M> dec_;
+  CpuBackend<T> cpu_be_;                          // on_cpu: the evaluation's backend object (it holds no state)
+  std::unique_ptr<BackendModel<M, Be>> dev_;      // !on_cpu: the weights and gradients on Be
+  std::unique_ptr<BackendOptimizer<M, Be>> dev_opt_;  // !on_cpu: the optimizer state on Be
+  std::unique_ptr<Decoder<M, Be>> dec_;
   std::string data_describe_;  // a program's own data source (Trainer(cfg, source)): recorded, checked on resume
   std::unique_ptr<ParallelStepper<M>> par_;
   LocalComm local_comm_;
@@ -751,7 +823,8 @@ template <class M> class Trainer {
   std::unique_ptr<DistributedStepper<M>> dist_;
   std::shared_ptr<RunDirLock> run_lock_;  // out_dir's lock, from run() on
   std::string init_note_;  // what init_from loaded (printed by run)  // with more than one rank (set_communicator)
-  Workspace<M> ws_, eval_ws_;
+  Workspace<M> ws_;
+  Workspace<M, Be> eval_ws_;
   StepStats st_;
   PassPlan plan_;
   std::vector<int> tok_, tgt_;

@@ -1,5 +1,5 @@
-// tests/cuda/host_backend.hpp: fbt_test::HostBackend, a host implementation of the backend contract
-// (include/fbt/backend/backend.hpp) with the CUDA kernels' contracts (include/fbt/cuda/kernels.cuh).
+// fbt/check/host_backend.hpp: fbt::check::HostBackend, a host implementation of the backend contract
+// (backend/backend.hpp, checked by backend/contract.hpp) with the CUDA kernels' contracts (cuda/kernels.cuh).
 //
 // Plain loops with the same arguments, the same accumulate-or-write rules and the same algorithms as the
 // CUDA kernels where they differ from the CPU's: attention keeps only the logsumexp (B, NH, T) as its
@@ -8,8 +8,10 @@
 // Fresh buffers are filled with NaN (ints with a huge value, pointers with null), like uninitialised
 // device memory, so that any reliance of the shared code on a zero fill shows up as a NaN in the
 // comparison with the CPU. GEMM operands may be rounded to bf16 (the CUDA backend's GemmMode::bf16).
-// It lets the library's K-pass step, optimizer and decoder run over a CUDA-like backend, and be
+// It lets the library's K-pass step, optimizer, decoder and trainer run over a CUDA-like backend, and be
 // checked, on machines without a GPU.
+//
+//   fbt::BackendModel<M, fbt::check::HostBackend> dm(m);   // as with fbt::cuda::CudaBackend
 #pragma once
 
 #include <algorithm>
@@ -21,11 +23,11 @@
 #include <utility>
 #include <vector>
 
-#include "fbt/backend/backend.hpp"
-#include "fbt/core/rng.hpp"
-#include "fbt/ops/gemm.hpp"
+#include "../backend/backend.hpp"
+#include "../core/rng.hpp"
+#include "../ops/gemm.hpp"
 
-namespace fbt_test {
+namespace fbt::check {
 
 template <class U> U garbage() {
   if constexpr (std::is_floating_point_v<U>) return std::numeric_limits<U>::quiet_NaN();
@@ -288,6 +290,44 @@ struct HostBackend {
       if (dz) dz[i] += dy[i] * a[i] * sg * (1.f - sg);
     }
   }
+  void mul(float* y, const float* a, const float* b, std::size_t n) {
+    ++launches;
+    for (std::size_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+  }
+  void mul_add(float* y, const float* a, const float* b, std::size_t n) {
+    ++launches;
+    for (std::size_t i = 0; i < n; ++i) y[i] += a[i] * b[i];
+  }
+  void mul_backward(float* da, float* db, const float* dy, const float* a, const float* b, std::size_t n) {
+    ++launches;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (da) da[i] += dy[i] * b[i];
+      if (db) db[i] += dy[i] * a[i];
+    }
+  }
+  void scale_groups(float* y, const float* x, const float* s, int R, int G, int C) {
+    ++launches;
+    for (std::size_t i = 0; i < std::size_t(R) * G * C; ++i) y[i] = x[i] * s[i / C];
+  }
+  void scale_groups_backward(float* dx, float* ds, const float* dy, const float* x, const float* s, int R, int G, int C) {
+    ++launches;
+    for (std::size_t rg = 0; rg < std::size_t(R) * G; ++rg) {  // one CUDA thread per (row, group)
+      float acc = 0.f;
+      for (std::size_t i = rg * C; i < (rg + 1) * C; ++i) {
+        if (dx) dx[i] += dy[i] * s[rg];
+        acc += dy[i] * x[i];
+      }
+      if (ds) ds[rg] += acc;
+    }
+  }
+  void sigmoid(float* y, const float* z, std::size_t n) {
+    ++launches;
+    for (std::size_t i = 0; i < n; ++i) y[i] = sigm(z[i]);
+  }
+  void sigmoid_backward(float* dz, const float* dy, const float* y, std::size_t n) {
+    ++launches;
+    for (std::size_t i = 0; i < n; ++i) dz[i] += dy[i] * y[i] * (1.f - y[i]);
+  }
   void axpby(float* y, float a, const float* x, float b, std::size_t n) {
     ++launches;
     for (std::size_t i = 0; i < n; ++i) y[i] = b == 0.f ? a * x[i] : a * x[i] + b * y[i];
@@ -437,4 +477,4 @@ struct HostBackend {
   }
 };
 
-}  // namespace fbt_test
+}  // namespace fbt::check

@@ -1,0 +1,86 @@
+// fbt/cli/probe.hpp: `fbt probe`, linear probes per (prefill mode, depth) of a checkpoint on probe items
+// (train/probe.hpp; docs/probing.md).
+#pragma once
+
+#include <cstdio>
+#include <fstream>
+#include <limits>
+
+#include "../train/probe_io.hpp"
+#include "common.hpp"
+
+namespace fbt {
+namespace cli {
+
+template <class Fusers, class Blocks> int cmd_probe(Args a) {
+  if (wants_help(a)) {
+    std::printf(
+        "fbt probe --checkpoint CKPT (--items FILE.jsonl | --task completion|delayed_memory|latest_write)\n"
+        "          [--prefill standard,fused(1),recurrent] [--folds 4] [--l2 1] [--seed 1] [--out FILE.json]\n"
+        "          [--null_lines 0,8,32,128,256] [--groups G] [--registers 8] [--writes 2] [--task_seed 1]\n\n"
+        "Reads the representation at each item's probe position at every depth (0 = the layer-0 input after the\n"
+        "fuser, l = block l's output, L+1 = the final norm's output) under each prefill (standard, fused(k),\n"
+        "recurrent = token by token with feedback), fits an L2 multinomial logistic regression per (prefill, depth)\n"
+        "and prints its held-out accuracy (grouped k-fold cross-validation) with a Wilson 95%% interval and the\n"
+        "chance level (the most frequent label's share); --out also writes them as JSON.\n"
+        "--items: JSONL, one object a line: {\"text\": ... | \"tokens\": [ids], \"label\": int or string,\n"
+        "\"position\": optional (index of the probed byte of text, or token; default the last), \"group\": optional}.\n"
+        "--task: the paper's App. F items (data/probe_tasks.hpp), probed at the final ':'; --null_lines (completion,\n"
+        "delayed_memory), --registers and --writes (latest_write) and --groups (0 = the paper's) size them.\n");
+    return 0;
+  }
+  const std::string ck = take(a, "checkpoint", ""), items = take(a, "items", ""), task = take(a, "task", ""), out = take(a, "out", "");
+  ProbeOptions o;
+  o.modes = split(take(a, "prefill", "standard,fused(1),recurrent"), ',');
+  for (const auto& m : o.modes) (void)PrefillSpec::parse(m);
+  for (const auto& m : o.modes)
+    if (m.empty() || m == "policy") throw Error("--prefill: name each prefill (standard, fused(k), recurrent)");
+  o.folds = int_option<int>("folds", take(a, "folds", "4"), 2, 100, "cross-validation folds");
+  o.lambda = real_option("l2", take(a, "l2", "1"), 0, true, 1e12, false, "the L2 weight");
+  o.seed = int_option<std::uint64_t>("seed", take(a, "seed", "1"), 0, std::numeric_limits<std::uint64_t>::max());
+  ProbeTaskOptions t;
+  if (const std::string nl = take(a, "null_lines", ""); !nl.empty()) {
+    t.null_lines.clear();
+    for (const auto& v : split(nl, ',')) t.null_lines.push_back(int_option<int>("null_lines", v, 0, 1024, "null lines"));
+  }
+  t.groups = int_option<int>("groups", take(a, "groups", "0"), 0, 100000, "0 = the paper's");
+  t.registers = int_option<int>("registers", take(a, "registers", "8"), 1, 10);
+  t.writes = int_option<int>("writes", take(a, "writes", "2"), 1, 64);
+  t.seed = int_option<std::uint64_t>("task_seed", take(a, "task_seed", "1"), 0, std::numeric_limits<std::uint64_t>::max());
+  no_leftovers(a, "probe");
+  if (ck.empty()) throw Error("fbt probe: --checkpoint is required");
+  if (items.empty() == task.empty()) throw Error("fbt probe: give exactly one of --items FILE.jsonl and --task NAME");
+  const ModelConfig mc = task.empty() ? cli::checkpoint_config_any_vocab(ck) : cli::checkpoint_config(ck);
+  std::vector<std::string> classes;
+  const std::vector<ProbeExample> ex = task.empty() ? read_probe_items(items, mc.vocab_size, classes) : probe_examples(probe_task_items(task, t), classes);
+  int longest = 0;
+  for (const auto& e : ex) longest = std::max(longest, e.position + 1);
+  if (longest > mc.max_position_embeddings)
+    throw Error("fbt probe: an item is probed at token " + std::to_string(longest - 1) + ", beyond the model's max_position_embeddings (" +
+                std::to_string(mc.max_position_embeddings) + ")");
+  const int sep = mc.vocab_size == ByteTokenizer::kVocabSize ? kSep : -1;
+  ProbeResult r;
+  with_model<float, Fusers, Blocks>(mc, [&](auto tag) {
+    using M = typename decltype(tag)::type;
+    const M m = load_checkpoint<M>(ck);
+    r = run_probe(m, ex, classes, o, sep);
+  });
+  for (const auto& s : r.skipped) std::fprintf(stderr, "note: %s is a baseline (fuser none): prefill %s skipped\n", ck.c_str(), s.c_str());
+  std::printf("probe of %s on %s: %zu items, %zu classes, chance %.3f, %d-fold grouped cross-validation, L2 %g\n", ck.c_str(),
+              task.empty() ? items.c_str() : ("task " + task).c_str(), ex.size(), classes.size(), r.chance, o.folds, o.lambda);
+  std::printf("%-14s %-12s %6s %9s %17s\n", "prefill", "setting", "depth", "accuracy", "95% CI");
+  for (const ProbeCell& c : r.cells)
+    std::printf("%-14s %-12s %6s %9.3f    [%.3f, %.3f]\n", c.mode.c_str(), c.setting.empty() ? "all" : c.setting.c_str(),
+                c.depth == r.depths - 1 ? "final" : std::to_string(c.depth).c_str(), c.accuracy, c.lo, c.hi);
+  if (!out.empty()) {
+    nlohmann::json j = probe_json(r);
+    j["checkpoint"] = ck, j["items"] = task.empty() ? items : "task:" + task, j["folds"] = o.folds, j["l2"] = o.lambda, j["seed"] = o.seed;
+    std::ofstream f(out);
+    if (!(f << j.dump(1) << "\n")) throw Error("fbt probe: cannot write --out " + out);
+    std::printf("wrote %s\n", out.c_str());
+  }
+  return 0;
+}
+
+}  // namespace cli
+}  // namespace fbt
