@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The docs check (issue 16): referenced paths exist, and the course's commands run.
+"""The docs check: referenced paths exist, and the course's commands run.
 
   python3 scripts/check_docs.py --paths
       Every repository path that README.md, docs/**/*.md and exercises/README.md reference (in

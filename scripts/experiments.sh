@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the experiments of docs/EXPERIMENTS.md: eight `fbt ablate` grids (examples/experiments/*.json: five of v1,
-# three of issue 12's paper recipe),
+# three of the paper's recipe),
 # then their tables (scripts/tables.py), the token-multiplier fit (scripts/multiplier.py) and figures
 # (scripts/plots.py), next to each grid's results: OUT_DIR/<grid>/{summary.csv,runs.md,tasks.md,multiplier.md}, OUT_DIR/figures/.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/gpu-check.sh: fbt's CUDA backend on a GPU machine (issue 5), in well under 8 minutes.
+# scripts/gpu-check.sh: fbt's CUDA backend on a GPU machine, in well under 8 minutes.
 #
 #   bash scripts/gpu-check.sh              on a machine with an NVIDIA GPU, nvcc and PyTorch:
 #     1. configure + build (Release, CUDA: sm_90 SASS + compute_90 PTX) the CUDA targets only

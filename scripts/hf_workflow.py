@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""hf_workflow.py: the bring-your-own-checkpoint workflow of docs/interop.md, end to end (issue 15).
+"""hf_workflow.py: the bring-your-own-checkpoint workflow of docs/interop.md, end to end.
 
 A researcher has a Hugging Face Qwen3 model and its tokenizer, and wants to add latent feedback to it.
 This script plays every part with real files and the fbt command:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""interop_check.py: does an fbt checkpoint mean the same thing outside fbt? (issue 6, spec section 8)
+"""interop_check.py: does an fbt checkpoint mean the same thing outside fbt? (spec section 8)
 
 Two small checkpoints are trained with the fbt CLI on a generated text (blank-line separated
 paragraphs; a GQA model, 4 query heads on 2 key/value heads, head_dim 24 != hidden/heads = 16):
@@ -31,7 +31,7 @@ tokens, which soft decoding amplifies step by step), and the line says it was a 
     python3 scripts/interop_check.py --fbt build/tools/fbt --checkpoint-fbt RUN/checkpoint \\
                                      --checkpoint-baseline BASE/checkpoint
 
-Hugging Face directories both ways (issue 15, check_hf_dirs): transformers' save_pretrained directories
+Hugging Face directories both ways (check_hf_dirs): transformers' save_pretrained directories
 (tied, untied and sharded, float32 and bfloat16) read by fbt with transformers' logits; fbt export --hf of
 the baseline and of the full-bandwidth model's plain part loaded by from_pretrained with no missing or
 unexpected keys and transformers' logits equal to fbt's pass 1; the full export read back by fbt.
@@ -500,7 +500,7 @@ def hf_from_pretrained(Qwen3ForCausalLM, d):
 
 
 def check_hf_dirs(rep: Report, a, fbt: str, ck_base: str, ck_fb: str, wd: str, probe: str):
-    """Hugging Face directories both ways (issue 15). In: transformers writes Qwen3ForCausalLM directories
+    """Hugging Face directories both ways. In: transformers writes Qwen3ForCausalLM directories
     with save_pretrained (random weights; tied and untied; one file, shards, bfloat16) and fbt's logits of
     each (fbt logits --checkpoint DIR) must match transformers' own. Out: fbt export --hf of the baseline and
     of the full-bandwidth model's plain part loads with from_pretrained with no missing or unexpected keys and

@@ -15,7 +15,7 @@ makes OUT_DIR/<harness>/ for each harness (default: all of them):
   npy           .npy v1.0 and v2.0 files of <f4 and <f8 (C and Fortran order, 0-d, empty), malformed ones
 
 Files named bad_* are malformed and must be refused. Files named hostile_* are inputs of the classes
-that crashed, hung, allocated without bound or did not survive a round trip when issue 11 was filed
+that crashed, hung, allocated without bound or did not survive a round trip in an earlier hardening round
 (deep nesting, a config that asks for 10^6 layers, a 4 GiB npy header, a seed of 2^64-1, ...), kept
 as regression seeds: every ctest fuzz.<name> run replays them first.
 
@@ -239,7 +239,7 @@ def safetensors_seeds():
     c_big = dict(none, num_hidden_layers=3, vocab_size=20)  # the config disagrees with the tensors
     s["bad_config_mismatch"] = safetensors_bytes(
         [(n, "F32", sh, pack("F32", v)) for (n, sh), v in zip(specs, vals)], {"format": "pt", "config": json.dumps(c_big)})
-    # hostile files of issue 11's classes (regression seeds; each was a crash, hang or huge allocation):
+    # hostile files of those classes (regression seeds; each was a crash, hang or huge allocation):
     # a header-only file whose config asks for 10^6 layers or a 2^31-1 vocabulary, and JSON nested
     # deeper than the stack allows a recursive dump() (50000 levels, 100 KB)
     for name, field, value in (("hostile_config_layers_1e6", "num_hidden_layers", 1000000),
@@ -293,7 +293,7 @@ def config_json_seeds():
     s["bad_not_object"] = "[1, 2, 3]"
     s["bad_truncated"] = s["fbt_glu"][: len(s["fbt_glu"]) // 2]
     s["bad_rope_scaling"] = json.dumps(dict(qwen3_hf_config(), rope_scaling={"type": "yarn", "factor": 4.0}))
-    # hostile (issue 11): nesting deeper than a recursive dump() survives (50000 levels, 100 KB)
+    # hostile: nesting deeper than a recursive dump() survives (50000 levels, 100 KB)
     s["hostile_deep_nesting"] = '{"fuser": ' + "[" * 50000 + "]" * 50000 + "}"
     return {k: v.encode() for k, v in s.items()}
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""plots.py: the figures of an `fbt ablate` grid (issue 6), as SVG (or PNG with --format png).
+"""plots.py: the figures of an `fbt ablate` grid, as SVG (or PNG with --format png).
 
     python3 scripts/plots.py OUT_DIR [OUT_DIR ...] [--out FIG_DIR] [--runs SUBSTRING ...] [--format svg|png]
 
