@@ -17,6 +17,7 @@
 namespace test_cuda_head_gate_host {
 
 using namespace fbt;
+using namespace fbt_test;
 using fbt::check::HostBackend;
 
 // the stand-in provides the ops the gated attention calls (layers/contract.hpp), checked at compile time

@@ -69,7 +69,7 @@ TEST(MixedStack, EachLayerIsBuiltAsItsType) {
   EXPECT_EQ(m.blocks[1].type_name(), "gated_attn");
   EXPECT_EQ(m.blocks[2].type_name(), "decoder");
   ASSERT_NE(m.blocks[1].get_if<GatedBlock<double>>(), nullptr);
-  EXPECT_EQ(m.blocks[1].get_if<GatedBlock<double>>()->attn.gate_init, 0.5) << "the type's own option, from block_options gated_attn.gate_init";
+  EXPECT_EQ(m.blocks[1].get_if<GatedBlock<double>>()->attn.out.gate_init, 0.5) << "the type's own option, from block_options gated_attn.gate_init";
   EXPECT_TRUE(m.params.has("model.layers.1.self_attn.gate.weight"));
   EXPECT_FALSE(m.params.has("model.layers.0.self_attn.gate.weight"));
   EXPECT_FALSE(m.params.has("model.layers.2.self_attn.gate.weight"));
