@@ -152,4 +152,57 @@ TEST(ProbeTasks, TrainingDocumentsEndWithTheRightAnswer) {
   EXPECT_THROW(ProbeTaskDataset("completion", 2000), Error);
 }
 
+TEST(ProbeTasks, RunningSumItemsAreLabelledWithTheTasksOwnState) {
+  // the label is recomputed from the text: the digits' sum mod m, and the task's own process (StateProcess)
+  // stepped over the symbols; items of a group are prefixes of one document (the task's own generator)
+  ProbeTaskOptions o;
+  o.difficulty = 7, o.groups = 40, o.prefix_symbols = {3, 12, 24};
+  const std::vector<ProbeItem> items = probe_task_items("running_sum", o);
+  ASSERT_EQ(items.size(), 120u);
+  const StateProcess proc(StateTaskConfig{"running_sum", 7, 0.5, 24});
+  Rng rng(o.seed);
+  std::set<std::string> labels;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const ProbeItem& it = items[i];
+    const int t = o.prefix_symbols[i % 3];
+    EXPECT_EQ(int(it.text.size()), t);
+    EXPECT_EQ(it.setting, "t=" + std::to_string(t));
+    EXPECT_EQ(it.group, int(i / 3));
+    EXPECT_EQ(it.position, -1);
+    int sum = 0, s = 0;
+    for (char ch : it.text) {
+      ASSERT_TRUE(ch >= '0' && ch <= '6') << it.text;
+      sum += ch - '0', s = proc.next(s, proc.symbol_index(ch));
+    }
+    EXPECT_EQ(it.label, std::to_string(sum % 7)) << it.text;
+    EXPECT_EQ(it.label, std::to_string(s));
+    if (i % 3 == 0) {  // the group's document, drawn as the task draws its training documents
+      const StateDocument d = generate_state_document(proc, rng);
+      EXPECT_EQ(d.text().substr(0, 24), items[i + 2].text);  // text(): the symbols and the newline (kSep decodes to nothing)
+      EXPECT_EQ(items[i + 1].text, items[i + 2].text.substr(0, 12));
+      EXPECT_EQ(std::to_string(d.states[3]), it.label);
+    }
+    labels.insert(it.label);
+  }
+  EXPECT_EQ(labels.size(), 7u) << "every residue occurs";
+  // the other running-state tasks: the label is the process's state after the prefix
+  for (const std::string name : {"permutation", "brackets"}) {
+    ProbeTaskOptions p;
+    p.difficulty = name == "permutation" ? 3 : 4, p.groups = 10;
+    const StateProcess pr(StateTaskConfig{name, p.difficulty, 0.5, 32});
+    for (const ProbeItem& it : probe_task_items(name, p)) {
+      int s = 0;
+      for (char ch : it.text) s = pr.next(s, pr.symbol_index(ch));
+      EXPECT_EQ(it.label, std::to_string(s)) << name << " " << it.text;
+    }
+  }
+  ProbeTaskOptions bad;
+  bad.difficulty = 11;
+  EXPECT_THROW(probe_task_items("running_sum", bad), Error);
+  bad = {}, bad.prefix_symbols = {0};
+  EXPECT_THROW(probe_task_items("running_sum", bad), Error);
+  bad = {}, bad.reveal = 1.5;
+  EXPECT_THROW(probe_task_items("running_sum", bad), Error);
+}
+
 }  // namespace test_data_probe_tasks

@@ -3,7 +3,8 @@
 //     tolerance 1e-6), the Wilson interval against hand-computed values
 //   - the representation: depth 0 and depth L+1 equal the training forward's layer-0 input and final-norm
 //     output at the probe position (standard, fused(k)), every depth equals the decoder's (observe) rows,
-//     recurrent depth 0 is the decoder's fed-back input (1e-12, double)
+//     recurrent depth 0 is the decoder's fed-back input (1e-12, double); recurrent(k) is the decoder's
+//     recurrent(k) prefill at every depth, recurrent(1) has fused(1)'s layer-0 input at the probe position
 //   - a constructed case: the label is the token at the probe position, so depth 0 under standard prefill
 //     reads it exactly (100%) and the last position, a constant token, reads nothing (exactly chance)
 //   - the JSONL refusals name the file and the line
@@ -123,6 +124,38 @@ TEST(Probe, FeaturesAreTheRepresentationAtTheProbePositionAndDepth) {
   // recurrent depth 0 differs from standard depth 0 (the state is fed in)
   const auto Fs = probe_features(m, ex, PrefillSpec::parse("standard"), -1), Fr = probe_features(m, ex, PrefillSpec::parse("recurrent"), -1);
   EXPECT_GT((Fs[0] - Fr[0]).cwiseAbs().maxCoeff(), 1e-6);
+}
+
+TEST(Probe, RecurrentSuffixFeaturesAreTheDecodersAndRecurrentOneHasFusedOnesLayerZeroInput) {
+  const ModelConfig cfg = probe_config();
+  Model<double> m(cfg, 7);
+  randomize(m, 8);
+  const int D = cfg.hidden_size, L = cfg.num_hidden_layers;
+  const std::vector<ProbeExample> ex = constructed(3, 2, 3);  // probe position 3: a 4-token prompt
+  Decoder<Model<double>> dec(m);
+  std::vector<std::vector<double>> rows(L + 2);
+  dec.observe = [&](int depth, const double* x, int) { rows[depth].assign(x, x + D); };
+  // every depth: the decoder's own recurrent(k) prefill of x_0..x_3 (its last step is the probe position)
+  for (int k : {1, 2, 3, 50}) {
+    const std::string mode = "recurrent(" + std::to_string(k) + ")";
+    const auto F = probe_features(m, ex, PrefillSpec::parse(mode), -1);
+    for (int i = 0; i < 6; ++i) {
+      auto s = dec.new_sequence(4, DecodeModeSpec::parse("soft/prefill=" + mode));
+      std::vector<double> lg(cfg.vocab_size);
+      dec.prefill(s, ex[i].tokens.data(), 4, lg.data());
+      for (int d = 0; d < L + 2; ++d) EXPECT_LT(max_diff_row(F[d], i, rows[d].data(), D), 1e-12) << mode << " depth " << d << ", item " << i;
+    }
+  }
+  // recurrent(1): the probe position's layer-0 input is fused(1)'s (x_3 fused with the plain pass's state at
+  // x_2); deeper, fused(1) attends to fed-back keys of x_0..x_2 and recurrent(1) to plain ones
+  const auto F1 = probe_features(m, ex, PrefillSpec::parse("recurrent(1)"), -1), Ff = probe_features(m, ex, PrefillSpec::parse("fused(1)"), -1);
+  EXPECT_LT((F1[0] - Ff[0]).cwiseAbs().maxCoeff(), 1e-12);
+  EXPECT_GT((F1[L + 1] - Ff[L + 1]).cwiseAbs().maxCoeff(), 1e-8);
+  // recurrent(k >= 3) is the full recurrence on a 4-token prompt; recurrent(2) is not
+  const auto Fr = probe_features(m, ex, PrefillSpec::parse("recurrent"), -1), F3 = probe_features(m, ex, PrefillSpec::parse("recurrent(3)"), -1),
+             F2 = probe_features(m, ex, PrefillSpec::parse("recurrent(2)"), -1);
+  for (int d = 0; d < L + 2; ++d) EXPECT_EQ((Fr[d] - F3[d]).cwiseAbs().maxCoeff(), 0.0) << "depth " << d;
+  EXPECT_GT((Fr[L + 1] - F2[L + 1]).cwiseAbs().maxCoeff(), 1e-8);
 }
 
 TEST(Probe, ReadsTheLabelAtLayerZeroOfItsPositionAndNotElsewhere) {

@@ -4,6 +4,8 @@
 //   - it equals the training forward's pass P on a P-token prompt (full recurrence = fused(P-1), spec 4:
 //     pass j is exact at positions < j), an independent computation (tolerance 1e-10 on O(1) logits)
 //   - it is not fused(1) (else the tests above could not tell the prefills apart)
+//   - recurrent(k) is its definition: a plain prefill of all but the last min(k, P-1) tokens, then those as
+//     soft steps (exact); k >= P-1 is recurrent, and each k differs from k+1 below that
 //   - a document separator inside the prompt restarts it; the spelling MODE/prefill=P round-trips
 #include <gtest/gtest.h>
 
@@ -99,6 +101,59 @@ TEST(RecurrentPrefill, IsSequentialSoftDecodingFromAnEmptyCache) {
   with_model<double>(pn, [&](auto tag) { sequential_case<typename decltype(tag)::type>("glu paper norms", pn, false); });
 }
 
+/// The sequential definition of recurrent(k) on a P-token prompt: a plain prefill of its first Q = P - min(k, P-1)
+/// tokens, then the rest as soft steps; logits at the last prompt position and after each later step.
+template <class M> std::vector<std::vector<double>> standard_then_soft(Decoder<M>& dec, const std::vector<int>& tokens, int P, int Q,
+                                                                       std::vector<double>* h_after_prompt) {
+  const int V = dec.model().V;
+  auto s = dec.new_sequence(int(tokens.size()), DecodeModeSpec::parse("soft"));
+  std::vector<double> lg(V);
+  std::vector<std::vector<double>> out;
+  dec.prefill(s, tokens.data(), Q, lg.data());
+  if (Q == P) out.push_back(lg), h_after_prompt->assign(s.h.data(), s.h.data() + s.h.size());
+  auto* sp = &s;
+  for (std::size_t t = Q; t < tokens.size(); ++t) {
+    dec.step(&sp, 1, &tokens[t], lg.data());
+    if (int(t) + 1 >= P) out.push_back(lg);
+    if (int(t) + 1 == P) h_after_prompt->assign(s.h.data(), s.h.data() + s.h.size());
+  }
+  return out;
+}
+
+template <class M> void suffix_case(const std::string& what, const ModelConfig& cfg) {
+  M m(cfg, 81);
+  randomize(m, 82);
+  Decoder<M> dec(m);
+  const TinyBatch tb = tiny_batch(1, 9, cfg.vocab_size, 83);
+  const int P = 6;
+  const auto full = run(dec, tb.tokens, P, DecodeModeSpec::parse("soft/prefill=recurrent"));
+  std::vector<std::vector<std::vector<double>>> by_k;
+  for (int k = 1; k <= 7; ++k) {
+    const std::string mode = "soft/prefill=recurrent(" + std::to_string(k) + ")";
+    std::vector<double> h_rec, h_def;
+    const auto rec = run(dec, tb.tokens, P, DecodeModeSpec::parse(mode), &h_rec);
+    const auto def = standard_then_soft(dec, tb.tokens, P, P - std::min(k, P - 1), &h_def);
+    ASSERT_EQ(rec.size(), def.size());
+    for (std::size_t i = 0; i < rec.size(); ++i) EXPECT_LT(max_diff(rec[i], def[i]), 1e-12) << what << " " << mode << " position " << P - 1 + int(i);
+    EXPECT_LT(max_diff(h_rec, h_def), 1e-12) << what << " " << mode << ": the state after the prompt";
+    if (k >= P - 1)
+      for (std::size_t i = 0; i < rec.size(); ++i) EXPECT_EQ(max_diff(rec[i], full[i]), 0.0) << what << " " << mode << " is recurrent";
+    by_k.push_back(rec);
+  }
+  for (int k = 1; k < P - 1; ++k) EXPECT_GT(max_diff(by_k[k - 1][0], by_k[k][0]), 1e-8) << what << ": recurrent(" << k << ") vs (" << k + 1 << ")";
+  const auto plain = run(dec, tb.tokens, P, DecodeModeSpec::parse("soft/prefill=standard"));
+  EXPECT_GT(max_diff(plain[0], by_k[0][0]), 1e-8) << what << ": recurrent(1) is not standard";
+}
+
+TEST(RecurrentPrefill, SuffixOfKTokensIsAStandardPrefillThenKSoftSteps) {
+  for (const std::string fuser : {"glu", "gated_add", "concat"}) {
+    const ModelConfig c = tiny_config(fuser);
+    with_model<double>(c, [&](auto tag) { suffix_case<typename decltype(tag)::type>(fuser, c); });
+  }
+  const ModelConfig pn = paper_norms(tiny_config("glu"));
+  with_model<double>(pn, [&](auto tag) { suffix_case<typename decltype(tag)::type>("glu paper norms", pn); });
+}
+
 TEST(RecurrentPrefill, RestartsAtADocumentSeparator) {
   ModelConfig cfg = tiny_config("glu");
   Model<double> m(cfg, 91);
@@ -124,6 +179,12 @@ TEST(RecurrentPrefill, SpellingAndRefusals) {
   EXPECT_EQ(DecodeModeSpec::parse("fused(2)/prefill=policy").name(), "fused(2)");
   EXPECT_TRUE(DecodeModeSpec::parse("standard/prefill=recurrent").prefill_feeds_back());
   EXPECT_FALSE(DecodeModeSpec::parse("soft").prefill_feeds_back());
+  EXPECT_EQ(DecodeModeSpec::parse("standard/prefill=recurrent(8)").name(), "standard/prefill=recurrent(8)");
+  EXPECT_EQ(PrefillSpec::parse("recurrent(3)").recurrent_steps(10), 3);
+  EXPECT_EQ(PrefillSpec::parse("recurrent(30)").recurrent_steps(10), 9);
+  EXPECT_EQ(PrefillSpec::parse("recurrent").recurrent_steps(10), 9);
+  EXPECT_EQ(DecodeModeSpec::parse("soft/prefill=recurrent(2)").prefill_passes(), 1);
+  for (const char* bad : {"recurrent(0)", "recurrent()", "recurrent(-1)", "recurrent(2x)", "recurrent(1000001)"}) EXPECT_THROW(PrefillSpec::parse(bad), Error) << bad;
   EXPECT_THROW(PrefillSpec::parse("fused(0)"), Error);
   EXPECT_THROW(PrefillSpec::parse("sideways"), Error);
   ModelConfig cfg = tiny_config("none");

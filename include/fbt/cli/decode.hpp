@@ -25,7 +25,7 @@ template <class Fusers, class Blocks> int cmd_sample(Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt sample --checkpoint CKPT (--prompt TEXT | --prompt_ids ID,ID,...) [--output text|ids] [--sep_id N]\n"
-        "           [--mode standard|soft|fused(k)] [--prefill standard|fused(k)|recurrent] [--max_new_tokens N] [--temperature X] [--top_k N]\n"
+        "           [--mode standard|soft|fused(k)] [--prefill standard|fused(k)|recurrent|recurrent(k)] [--max_new_tokens N] [--temperature X] [--top_k N]\n"
         "           [--top_p X] [--seed N] [--n N] [--precision fp32|bf16] [--max_memory_gb X] [--device cpu|cuda|host]\n\n"
         "Generates with the KV-cache decoder (spec section 4). CKPT is an fbt checkpoint (directory or\n"
         "model.safetensors) or a Hugging Face directory (config.json + model.safetensors or shards).\n"
@@ -33,7 +33,8 @@ template <class Fusers, class Blocks> int cmd_sample(Args a) {
         "whose tokenizer is not bytes, and --output ids prints the new tokens as ids (comma-separated).\n"
         "--sep_id: the document separator id (default 256 for a byte-level model, else -1 = none).\n"
         "--prefill: how the prompt is prefilled (default: as the mode says); recurrent = token by token, each\n"
-        "prompt token fed back with the previous position's state (the prompt decoded in soft mode).\n"
+        "prompt token fed back with the previous position's state (the prompt decoded in soft mode); recurrent(k)\n"
+        "= a standard prefill of all but the last k prompt tokens, those k decoded so.\n"
         "temperature 0 is greedy. --precision bf16 runs the matrix products with bf16 operands and fp32 sums\n"
         "(default fp32). --n samples several continuations together (batched), each with its own seed\n"
         "(seed, seed+1, ...). The n sequences' K/V caches, logits and prefill are estimated before the weights are\n"

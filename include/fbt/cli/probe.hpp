@@ -15,18 +15,22 @@ namespace cli {
 template <class Fusers, class Blocks> int cmd_probe(Args a) {
   if (wants_help(a)) {
     std::printf(
-        "fbt probe --checkpoint CKPT (--items FILE.jsonl | --task completion|delayed_memory|latest_write)\n"
+        "fbt probe --checkpoint CKPT (--items FILE.jsonl | --task completion|delayed_memory|latest_write|running_sum|permutation|brackets)\n"
         "          [--prefill standard,fused(1),recurrent] [--folds 4] [--l2 1] [--seed 1] [--out FILE.json]\n"
-        "          [--null_lines 0,8,32,128,256] [--groups G] [--registers 8] [--writes 2] [--task_seed 1]\n\n"
+        "          [--null_lines 0,8,32,128,256] [--groups G] [--registers 8] [--writes 2] [--task_seed 1]\n"
+        "          [--task_difficulty 5] [--task_reveal 0.5] [--prefix_symbols 8,16,32]\n\n"
         "Reads the representation at each item's probe position at every depth (0 = the layer-0 input after the\n"
         "fuser, l = block l's output, L+1 = the final norm's output) under each prefill (standard, fused(k),\n"
-        "recurrent = token by token with feedback), fits an L2 multinomial logistic regression per (prefill, depth)\n"
-        "and prints its held-out accuracy (grouped k-fold cross-validation) with a Wilson 95%% interval and the\n"
+        "recurrent = token by token with feedback, recurrent(k) = its last k tokens so), fits an L2 multinomial\n"
+        "logistic regression per (prefill, depth) and prints its held-out accuracy (grouped k-fold cross-validation) with a Wilson 95%% interval and the\n"
         "chance level (the most frequent label's share); --out also writes them as JSON.\n"
         "--items: JSONL, one object a line: {\"text\": ... | \"tokens\": [ids], \"label\": int or string,\n"
         "\"position\": optional (index of the probed byte of text, or token; default the last), \"group\": optional}.\n"
         "--task: the paper's App. F items (data/probe_tasks.hpp), probed at the final ':'; --null_lines (completion,\n"
-        "delayed_memory), --registers and --writes (latest_write) and --groups (0 = the paper's) size them.\n");
+        "delayed_memory), --registers and --writes (latest_write) and --groups (0 = the paper's) size them.\n"
+        "--task running_sum|permutation|brackets: documents of the running-state task (--task_difficulty: modulus /\n"
+        "k of S_k / depth cap, --task_reveal: q), probed after each --prefix_symbols count t, labelled with the\n"
+        "hidden state after the t-th symbol (running_sum: the sum mod m); --groups documents (0 = 128).\n");
     return 0;
   }
   const std::string ck = take(a, "checkpoint", ""), items = take(a, "items", ""), task = take(a, "task", ""), out = take(a, "out", "");
@@ -34,7 +38,7 @@ template <class Fusers, class Blocks> int cmd_probe(Args a) {
   o.modes = split(take(a, "prefill", "standard,fused(1),recurrent"), ',');
   for (const auto& m : o.modes) (void)PrefillSpec::parse(m);
   for (const auto& m : o.modes)
-    if (m.empty() || m == "policy") throw Error("--prefill: name each prefill (standard, fused(k), recurrent)");
+    if (m.empty() || m == "policy") throw Error("--prefill: name each prefill (standard, fused(k), recurrent, recurrent(k))");
   o.folds = int_option<int>("folds", take(a, "folds", "4"), 2, 100, "cross-validation folds");
   o.lambda = real_option("l2", take(a, "l2", "1"), 0, true, 1e12, false, "the L2 weight");
   o.seed = int_option<std::uint64_t>("seed", take(a, "seed", "1"), 0, std::numeric_limits<std::uint64_t>::max());
@@ -47,6 +51,12 @@ template <class Fusers, class Blocks> int cmd_probe(Args a) {
   t.registers = int_option<int>("registers", take(a, "registers", "8"), 1, 10);
   t.writes = int_option<int>("writes", take(a, "writes", "2"), 1, 64);
   t.seed = int_option<std::uint64_t>("task_seed", take(a, "task_seed", "1"), 0, std::numeric_limits<std::uint64_t>::max());
+  t.difficulty = int_option<int>("task_difficulty", take(a, "task_difficulty", "5"), 2, 64, "modulus / k of S_k / depth cap of a running-state task");
+  t.reveal = real_option("task_reveal", take(a, "task_reveal", "0.5"), 0, false, 1, false, "the probability of a state-revealing symbol");
+  if (const std::string ps = take(a, "prefix_symbols", ""); !ps.empty()) {
+    t.prefix_symbols.clear();
+    for (const auto& v : split(ps, ',')) t.prefix_symbols.push_back(int_option<int>("prefix_symbols", v, 1, kMaxStateTaskLength, "symbols before the probe"));
+  }
   no_leftovers(a, "probe");
   if (ck.empty()) throw Error("fbt probe: --checkpoint is required");
   if (items.empty() == task.empty()) throw Error("fbt probe: give exactly one of --items FILE.jsonl and --task NAME");

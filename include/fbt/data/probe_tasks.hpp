@@ -24,6 +24,14 @@
 // the label's first byte is predicted at the final ':', the probe position, as the paper's " done" token
 // is predicted there by its tokenizer): one random item, N = task_difficulty null lines (completion, delayed_memory) or W = task_difficulty writes per
 // register with m = 8 registers (latest_write).
+//
+// The running-state tasks (data/state_tasks.hpp: running_sum, permutation, brackets) give probe items too
+// (state_probe_items; `fbt probe --task running_sum`), though they are not App. F tasks and train as their
+// own data: a group = one document drawn by the task's process (modulus / k / depth cap = o.difficulty,
+// reveal q = o.reveal); its items are the document's first t symbols for each t of o.prefix_symbols
+// (kSep + t symbol bytes, no '\n'), probed at the last symbol, labelled with the hidden state s_t after it
+// (the state index as a decimal string: for running_sum the sum of the t digits mod m). The state is what
+// the next symbol is drawn from, so it is what a model that predicts well must hold at that position.
 #pragma once
 
 #include <algorithm>
@@ -37,6 +45,7 @@
 #include "../core/rng.hpp"
 #include "../detail/input.hpp"
 #include "dataset.hpp"
+#include "state_tasks.hpp"
 #include "tokenizer.hpp"
 
 namespace fbt {
@@ -69,6 +78,10 @@ struct ProbeTaskOptions {
   int writes = 2;          ///< W, writes per register (latest_write)
   int latest_null_lines = 8;  ///< null updates after the writes (latest_write)
   std::uint64_t seed = 1;
+  // the running-state tasks (state_probe_items)
+  std::vector<int> prefix_symbols = {8, 16, 32};  ///< t sweep: symbols read before the probe
+  int difficulty = 5;   ///< modulus m (running_sum) | k of S_k (permutation) | depth cap (brackets)
+  double reveal = 0.5;  ///< q, as task_reveal
 };
 
 namespace detail {
@@ -113,7 +126,17 @@ inline std::vector<std::pair<int, int>> draw_schedule(int m, int W, Rng& rng) {
 }
 
 inline void check_probe_options(const std::string& name, const ProbeTaskOptions& o) {
-  if (!is_probe_task(name)) throw Error("fbt: unknown probe task '" + excerpt(name) + "' (known: completion, delayed_memory, latest_write)");
+  if (!is_probe_task(name) && !is_state_task(name))
+    throw Error("fbt: unknown probe task '" + excerpt(name) + "' (known: completion, delayed_memory, latest_write, running_sum, permutation, brackets)");
+  if (is_state_task(name)) {
+    StateTaskConfig{name, o.difficulty, o.reveal, 1}.validate();
+    if (o.prefix_symbols.empty()) throw Error("fbt: ProbeTaskOptions.prefix_symbols is empty");
+    for (int t : o.prefix_symbols)
+      if (t < 1 || t > kMaxStateTaskLength)
+        throw Error("fbt: ProbeTaskOptions.prefix_symbols: " + std::to_string(t) + " is outside [1, " + std::to_string(kMaxStateTaskLength) + "]");
+    if (o.groups < 0 || o.groups > 100000) throw Error("fbt: ProbeTaskOptions.groups must be in [0, 100000] (0 = 128 documents), got " + std::to_string(o.groups));
+    return;
+  }
   if (o.null_lines.empty()) throw Error("fbt: ProbeTaskOptions.null_lines is empty");
   for (int n : o.null_lines)
     if (n < 0 || n > kMaxProbeNullLines)
@@ -134,8 +157,28 @@ inline void check_probe_options(const std::string& name, const ProbeTaskOptions&
 
 }  // namespace detail
 
+/// \brief Probe items of a running-state task (running_sum, permutation, brackets; see the file comment):
+/// o.groups documents (0 = 128) of max(o.prefix_symbols) symbols drawn from Rng(o.seed), each probed after
+/// every t of o.prefix_symbols symbols with the label s_t; setting "t=<t>".
+inline std::vector<ProbeItem> state_probe_items(const std::string& name, const ProbeTaskOptions& o = {}) {
+  detail::check_probe_options(name, o);
+  FBT_ASSERT(is_state_task(name), "state_probe_items: " + name + " is not a running-state task");
+  const int G = o.groups ? o.groups : 128, len = *std::max_element(o.prefix_symbols.begin(), o.prefix_symbols.end());
+  const StateProcess proc(StateTaskConfig{name, o.difficulty, o.reveal, len});
+  Rng rng(o.seed);
+  std::vector<ProbeItem> out;
+  for (int g = 0; g < G; ++g) {
+    const StateDocument d = generate_state_document(proc, rng);  // tokens kSep, x_1..x_len, '\n'; states s_0..s_len
+    for (int t : o.prefix_symbols)
+      out.push_back({ByteTokenizer::decode(std::vector<int>(d.tokens.begin() + 1, d.tokens.begin() + 1 + t)), std::to_string(d.states[t]), g, -1,
+                     "t=" + std::to_string(t)});
+  }
+  return out;
+}
+
 /// \brief The probe items of a task (deterministic in o.seed), group by group; see the file comment.
 inline std::vector<ProbeItem> probe_task_items(const std::string& name, const ProbeTaskOptions& o = {}) {
+  if (is_state_task(name)) return state_probe_items(name, o);
   detail::check_probe_options(name, o);
   Rng rng(o.seed);
   std::vector<ProbeItem> out;

@@ -5,8 +5,9 @@
 //   soft       plain prefill of the prompt; then each new token's input is N_in(Fuse(h_prev, e(tok)))
 //   fused(k)   prefill = a plain pass + k fed-back passes over the prompt (position 1 plain, no prefix
 //              mixing), committing only the last pass's K/V and state; then as soft. Prefill costs (k+1)x.
-// A mode's PrefillSpec (policy.hpp) may replace the policy's prefill: standard, fused(k), or recurrent
-// (token by token, each prompt token fed back with the previous position's state: P steps).
+// A mode's PrefillSpec (policy.hpp) may replace the policy's prefill: standard, fused(k), recurrent
+// (token by token, each prompt token fed back with the previous position's state: P-1 steps), or
+// recurrent(k) (a plain pass over all but the last k tokens, then k fed-back steps).
 // Per-sequence state = KV cache + h_prev (the previous position's tapped state, spec 2's feedback_source),
 // so batched decoding carries both. The prefill is the training forward (model/pass.hpp forward_chain,
 // B = 1); a step runs R sequences' new tokens together, each block one position per sequence against
@@ -94,8 +95,9 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
 
   /// \brief Runs the prompt (P tokens, host) through the mode's prefill, commits K/V and h_prev, and
   /// writes the logits of the last prompt position into logits (V, host). The sequence must be fresh.
-  /// Recurrent prefill: the first token by a one-pass prefill, then each later token by a step fed back
-  /// with the previous position's state, whatever the policy (its feed() is asked from generation on).
+  /// Recurrent prefill: the tokens before the last n = prefill.recurrent_steps(P) by a one-pass prefill
+  /// (the first token alone under `recurrent`), then each of the last n by a step fed back with the
+  /// previous position's state, whatever the policy (its feed() is asked from generation on).
   void prefill(Seq& s, const int* prompt, int P, T* logits) {
     FBT_ASSERT(P >= 1, "prefill needs at least one prompt token");
     FBT_ASSERT(s.len == 0 && !s.has_h, "prefill of a sequence that already holds tokens");
@@ -103,10 +105,11 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
     if (!s.mode.recurrent_prefill()) return prefill_passes(s, prompt, P, s.mode.prefill_passes(), logits);
     FBT_ASSERT(fb, "recurrent prefill needs a feedback fuser (the model's fuser is none)");
     refresh_pre_table(weights_());
-    prefill_passes(s, prompt, 1, 1, logits);
+    const int n = s.mode.prefill.recurrent_steps(P);
+    prefill_passes(s, prompt, P - n, 1, logits);
     Seq* one = &s;
     s.prefilling = true;
-    for (int t = 1; t < P; ++t) step(&one, 1, prompt + t, logits);
+    for (int t = P - n; t < P; ++t) step(&one, 1, prompt + t, logits);
     s.prefilling = false;
   }
 

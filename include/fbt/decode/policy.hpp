@@ -22,6 +22,7 @@
 // its own with register_policy<P>() (fbt::cli_main does it for the types it is given).
 #pragma once
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -170,28 +171,47 @@ template <class P> void register_policy() { PolicyRegistry::global().add<P>(); }
 ///   recurrent   token by token with feedback: the first token plain, then each prompt token's input fused
 ///               with the previous position's exact state, i.e. the prompt decoded in soft mode from an
 ///               empty cache (a fully sequential prefill: P one-position steps; = fused(P-1), spec 4)
+///   recurrent(k) the last k prompt tokens token by token with feedback, the rest standard: one plain pass
+///               over the first P-k tokens, then each of the last k a fed-back step (the first of them fused
+///               with the plain pass's state at the token before). k in [1, 1000000]; recurrent(1) gives the
+///               last position the layer-0 input fused(1) gives it; k >= P-1 is recurrent.
 /// Prefill and generation are independent: `soft` + recurrent prefill feeds back everywhere, `standard`
 /// + recurrent prefill reads a recurrently prefilled prompt and then generates without feedback.
 struct PrefillSpec {
   enum Kind { kPolicy, kStandard, kFused, kRecurrent };
   Kind kind = kPolicy;
-  int k = 0;  ///< fused(k) only
-  /// "" or "policy", "standard", "fused(k)" (also "fusedK", "fused" = fused(1)), "recurrent".
+  int k = 0;  ///< fused(k): k; recurrent(k): k fed-back suffix tokens (0 = the whole prompt, "recurrent")
+  /// "" or "policy", "standard", "fused(k)" (also "fusedK", "fused" = fused(1)), "recurrent", "recurrent(k)".
   static PrefillSpec parse(const std::string& s) {
     PrefillSpec p;
     if (s.empty() || s == "policy") return p;
     if (s == "standard") return p.kind = kStandard, p;
     if (s == "recurrent") return p.kind = kRecurrent, p;
+    if (s.rfind("recurrent(", 0) == 0 && s.back() == ')') {
+      const std::string arg = s.substr(10, s.size() - 11);
+      char* end = nullptr;
+      const long v = std::strtol(arg.c_str(), &end, 10);
+      if (arg.empty() || arg.find_first_not_of("0123456789") != std::string::npos || !(end && *end == 0) || v < 1 || v > 1000000)
+        throw Error("prefill recurrent(" + detail::excerpt(arg) + "): k (the prompt's last tokens decoded with feedback) must be an integer in [1, 1000000]");
+      return p.kind = kRecurrent, p.k = int(v), p;
+    }
     std::string arg;
     if (s == "fused") arg = "1";
     else if (s.rfind("fused(", 0) == 0 && s.back() == ')') arg = s.substr(6, s.size() - 7);
     else if (s.rfind("fused", 0) == 0) arg = s.substr(5);
-    else throw Error("prefill \"" + detail::excerpt(s) + "\": expected standard, fused(k) or recurrent");
+    else throw Error("prefill \"" + detail::excerpt(s) + "\": expected standard, fused(k), recurrent or recurrent(k)");
     p.kind = kFused, p.k = FusedPolicy(arg).k;  // the same k rule as the fused(k) policy
     return p;
   }
   std::string describe() const {
-    return kind == kPolicy ? "policy" : kind == kStandard ? "standard" : kind == kRecurrent ? "recurrent" : "fused(" + std::to_string(k) + ")";
+    if (kind == kRecurrent) return k > 0 ? "recurrent(" + std::to_string(k) + ")" : "recurrent";
+    return kind == kPolicy ? "policy" : kind == kStandard ? "standard" : "fused(" + std::to_string(k) + ")";
+  }
+  /// Recurrent prefill of a P-token prompt: how many of its last tokens are fed-back steps (P-1 for the
+  /// whole prompt: its first token has no state before it).
+  int recurrent_steps(int P) const {
+    FBT_ASSERT(kind == kRecurrent && P >= 1, "recurrent_steps: a recurrent prefill of at least one token");
+    return k > 0 ? std::min(k, P - 1) : P - 1;
   }
 };
 
@@ -219,7 +239,7 @@ struct DecodeModeSpec {
     const std::string n = policy ? policy->describe() : "standard";
     return prefill.kind == PrefillSpec::kPolicy ? n : n + "/prefill=" + prefill.describe();
   }
-  /// Whole-prompt passes of the prefill (1 under recurrent prefill: its first token's; the rest are steps).
+  /// Whole-prompt passes of the prefill (1 under recurrent prefill: over its tokens before the fed-back steps).
   int prefill_passes() const {
     switch (prefill.kind) {
       case PrefillSpec::kStandard: case PrefillSpec::kRecurrent: return 1;

@@ -12,6 +12,8 @@
 //   fused(k)       a plain pass and k fed-back passes (forward_chain)
 //   recurrent      token by token with feedback (the decoder's recurrent prefill, decode/decoder.hpp: the
 //                  first p tokens, then x_p as a fed-back step, read by Decoder::observe)
+//   recurrent(k)   the last k tokens of x_0..x_p as fed-back steps after a plain pass over the others (the
+//                  first p tokens prefilled recurrent(k-1), or standard when k = 1, then x_p as a fed-back step)
 // Then per (mode, depth) a multinomial logistic regression with L2 (fit_logistic: L-BFGS in double on
 // features z-scored with the training fold's statistics) is scored by k-fold cross-validation that holds
 // out whole groups: accuracy = correct held-out predictions / all items, with a Wilson 95% interval and
@@ -198,7 +200,11 @@ template <class M> std::vector<Eigen::MatrixXd> probe_features(const M& m, const
   dec.observe = [&](int depth, const T* rows, int) {
     if (capture >= 0) put(depth, capture, rows);
   };
-  const DecodeModeSpec rec = DecodeModeSpec::parse("soft/prefill=recurrent");
+  // recurrent(k): x_0..x_{p-1} prefilled recurrent(k-1) (standard for k = 1), then x_p as the k-th fed-back step
+  PrefillSpec before = mode;
+  if (mode.kind == PrefillSpec::kRecurrent && mode.k == 1) before = PrefillSpec::parse("standard");
+  else if (mode.kind == PrefillSpec::kRecurrent && mode.k > 1) before.k = mode.k - 1;
+  const DecodeModeSpec rec = DecodeModeSpec::parse("soft").with_prefill(before);
   std::vector<T> logits(m.V);
   for (int i = 0; i < n; ++i) {
     const ProbeExample& e = ex[i];
