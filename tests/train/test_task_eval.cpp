@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fbt/io/sft_jsonl.hpp"
 #include "fbt/train/task_eval.hpp"
 #include "../common/tiny_model.hpp"
 
@@ -106,6 +107,42 @@ TEST(TaskEval, DecodedRunReportsEveryRequestedLevel) {
   }
   EXPECT_DOUBLE_EQ(r.accuracy, acc) << "equal counts: the overall accuracy is the levels' mean";
   EXPECT_TRUE(evaluate_task(dec, addition(false), ex, DecodeModeSpec{}, budget).levels.empty());
+}
+
+TEST(TaskEval, TracesRoundTripThroughTheSftReader) {
+  // a model's own decodes written as SFT JSONL and read back: prompt and response byte for byte, in order;
+  // an empty output and a non-ASCII one are left out (the reader refuses an empty response), and with
+  // correct_only a wrong answer too
+  const TaskConfig task = addition(false);
+  const std::vector<Example> ex = eval_examples(task, 5, 91);
+  std::vector<std::string> out = {ex[0].solution, "7 7\n#### 1\n", "", std::string("\xc3 #### 2\n"), "\"quoted\"\\ #### " + ex[4].answer + "\n"};
+  const TaskEvalResult r = score_task_outputs(task, ex, out, "soft");
+  ASSERT_EQ(r.outputs, out);
+  const std::string path = ::testing::TempDir() + "fbt_traces_roundtrip.jsonl";
+  const TracesWritten all = write_traces_jsonl(path, ex, r, false);
+  EXPECT_EQ(all.written, 3);
+  EXPECT_EQ(all.empty, 1);
+  EXPECT_EQ(all.not_text, 1);
+  EXPECT_EQ(all.wrong, 0);
+  SftFile f = read_sft_jsonl(path, ByteTokenizer::kVocabSize);
+  EXPECT_FALSE(f.ids);
+  ASSERT_EQ(f.examples.size(), 3u);
+  const std::vector<int> kept = {0, 1, 4};
+  for (int j = 0; j < 3; ++j) {
+    const int i = kept[j];
+    EXPECT_EQ(ByteTokenizer::decode(f.examples[j].prompt), ex[i].prompt) << i;
+    EXPECT_EQ(ByteTokenizer::decode(f.examples[j].response), out[i]) << i;
+  }
+  // correct only: example 0 (the reference) and 4 (the right answer after a quoted trace) stay, 1 is wrong
+  const TracesWritten right = write_traces_jsonl(path, ex, r, true);
+  EXPECT_EQ(right.written, 2);
+  EXPECT_EQ(right.wrong, 1);
+  f = read_sft_jsonl(path, ByteTokenizer::kVocabSize);
+  ASSERT_EQ(f.examples.size(), 2u);
+  EXPECT_EQ(ByteTokenizer::decode(f.examples[1].response), out[4]);
+  // append adds to the file
+  (void)write_traces_jsonl(path, ex, r, true, true);
+  EXPECT_EQ(read_sft_jsonl(path, ByteTokenizer::kVocabSize).examples.size(), 4u);
 }
 
 }  // namespace test_train_task_eval

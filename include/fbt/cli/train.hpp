@@ -139,7 +139,8 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
         "         [--seq_windows N] [--monitor K] [--passes K] [--doc_split blank_line|none] [--val_fraction X]\n"
         "         [--val_data FILE] [--doc_sep_id N] [--token_dtype auto|uint16|uint32|int32|int64]\n"
         "         [--precision fp32|bf16] [--precision_check N] [--max_memory_gb X] [--device cpu|cuda|host]\n"
-        "         [--task addition|state_tracking|multihop --task_examples N [--eval_lengths 1,2,4] [--trace_tag true|false]]\n\n"
+        "         [--task addition|state_tracking|multihop --task_examples N [--eval_lengths 1,2,4] [--trace_tag true|false]\n"
+        "          [--traces_out FILE.jsonl [--traces_mode soft] [--traces_filter all|correct]]]\n\n"
         "The data options and --precision default to those the checkpoint's run was trained with (read from its\n"
         "train_state.safetensors); --windows 0 and --seq_windows -1 evaluate every validation window.\n"
         "--data FILE.bin or FILE.npy is a token file of the model's vocabulary (val_data, doc_sep_id and\n"
@@ -154,7 +155,10 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
         "--task_examples N also decodes N problems of a reasoning task (the run's own, or --task; e.g. after fine-tuning\n"
         "on .jsonl data) greedily in standard mode and, with feedback, soft, fused(1) and fused(2), at each of\n"
         "--eval_lengths times the difficulty, and prints accuracy, median trace bytes and McNemar's exact test of\n"
-        "every two modes on the same problems.\n"
+        "every two modes on the same problems. They decode on --device's backend.\n"
+        "--traces_out FILE.jsonl writes the problems' greedy decodes in --traces_mode (default soft with feedback,\n"
+        "else standard; any mode string, e.g. soft/prefill=recurrent) as SFT JSONL {\"prompt\", \"response\"} (every\n"
+        "--eval_lengths length; --traces_filter correct keeps right answers only), to fine-tune a model on its own traces.\n"
         "--device: the backend the evaluation runs on (cpu, the default; cuda: the fbt_cuda build; host: the CUDA\n"
         "backend's host stand-in); --precision bf16 and --precision_check are the CPU's (another device uses fp32).\n");
     return 0;
@@ -213,7 +217,12 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
   std::vector<int> task_lengths;
   for (const auto& x : split(take(a, "eval_lengths", "1"), ','))
     task_lengths.push_back(int_option<int>("eval_lengths", x, 1, detail::kMaxLengthMult, "a list like 1,2,4"));
+  const std::string traces_out = take(a, "traces_out", ""), traces_mode_opt = take(a, "traces_mode", ""), traces_filter = take(a, "traces_filter", "all");
   no_leftovers(a, "eval");
+  if (traces_filter != "all" && traces_filter != "correct") throw Error("--traces_filter " + detail::quote_value(traces_filter) + ": expected all or correct");
+  if (traces_out.empty() && (!traces_mode_opt.empty() || traces_filter != "all")) throw Error("--traces_mode and --traces_filter need --traces_out FILE.jsonl");
+  if (!traces_out.empty() && task_examples == 0) throw Error("--traces_out: needs --task_examples N (the problems whose decodes it writes)");
+  if (!traces_mode_opt.empty()) (void)DecodeModeSpec::parse(traces_mode_opt);  // a bad spelling is refused before the model loads
   TaskConfig task_cfg;
   if (task_examples > 0) {
     const auto known = builtin_task_names();
@@ -279,20 +288,43 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
         if (task_examples > 0) {  // greedy answers per mode and length, paired tests on the same problems
           std::vector<std::string> modes{"standard"};
           if (M::has_feedback) modes.insert(modes.end(), {"soft", "fused(1)", "fused(2)"});
+          std::string traces_mode;
+          if (!traces_out.empty()) {
+            const DecodeModeSpec tm = DecodeModeSpec::parse(traces_mode_opt.empty() ? (M::has_feedback ? "soft" : "standard") : traces_mode_opt);
+            if ((tm.feeds_back() || tm.prefill_feeds_back()) && !M::has_feedback)
+              throw Error("--traces_mode " + tm.name() + ": needs a feedback fuser; " + ck + " is a baseline (fuser none)");
+            traces_mode = tm.name();
+            if (std::find(modes.begin(), modes.end(), traces_mode) == modes.end()) modes.push_back(traces_mode);
+          }
+          std::unique_ptr<Decoder<M>> kdec;  // the data's separator is not the tasks' kSep: a CPU decoder with kSep
+          if (dec.sep_token() != kSep) {
+            if constexpr (std::is_same<Be, CpuBackend<float>>::value) kdec = std::make_unique<Decoder<M>>(m, kSep);
+            else throw Error("--task_examples with --device " + device + ": the tasks' documents start at kSep (" + std::to_string(kSep) +
+                             "), the data's separator is " + std::to_string(dec.sep_token()) + "; give --data task:" + task_cfg.name);
+          }
+          TracesWritten tw;
           for (int mult : task_lengths) {
             check_eval_length(task_cfg, mult, m.cfg.max_position_embeddings);
             const auto ex = task_cfg.trace_tag ? eval_examples_at_levels(task_cfg, task_examples, 20261202, mult) : eval_examples(task_cfg, task_examples, 20261202, mult);
             std::printf("  task %s, difficulty %d x %d, %zu problems (seed 20261202), greedy:\n", task_cfg.name.c_str(), task_cfg.difficulty, mult, ex.size());
             std::vector<TaskEvalResult> rs;
             for (const auto& md : modes) {
-              Decoder<M> tdec(m, kSep);
-              rs.push_back(evaluate_task(tdec, task_cfg, ex, DecodeModeSpec::parse(md), max_solution_bytes(task_cfg, mult) + 8));
+              const DecodeModeSpec spec = DecodeModeSpec::parse(md);
+              const int budget = max_solution_bytes(task_cfg, mult) + 8;
+              rs.push_back(kdec ? evaluate_task(*kdec, task_cfg, ex, spec, budget) : evaluate_task(dec, task_cfg, ex, spec, budget));
               std::printf("    %-9s accuracy %.3f, median trace %.1f bytes, completed %.3f\n", md.c_str(), rs.back().accuracy, rs.back().median_trace, rs.back().completed);
+              if (md == traces_mode) {
+                const TracesWritten w = write_traces_jsonl(traces_out, ex, rs.back(), traces_filter == "correct", mult != task_lengths.front());
+                tw.written += w.written, tw.wrong += w.wrong, tw.empty += w.empty, tw.not_text += w.not_text;
+              }
             }
             std::vector<std::pair<std::string, const TaskEvalResult*>> runs;
             for (const auto& r : rs) runs.push_back({r.mode, &r});
             for (const ModePairTest& t : mode_pair_tests(runs)) std::printf("    %s\n", format_pair_test(t).c_str());
           }
+          if (!traces_out.empty())
+            std::printf("  wrote %d %s traces to %s (left out: %d wrong, %d empty, %d not ASCII)\n", tw.written, traces_mode.c_str(), traces_out.c_str(), tw.wrong,
+                        tw.empty, tw.not_text);
         }
         if (M::has_feedback && monitor > 0) {
           std::vector<int> tok, tgt;

@@ -74,6 +74,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
   Decoder& operator=(const Decoder&) = delete;
 
   const M& model() const { return m_; }
+  int sep_token() const { return sep_; }  ///< the document separator (-1: none)
 
   /// A fresh sequence whose cache holds `capacity` positions (<= max_position_embeddings).
   Seq new_sequence(int capacity, DecodeModeSpec mode) const {

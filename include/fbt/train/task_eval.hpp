@@ -9,18 +9,20 @@
 // so "shorter traces at equal accuracy" can be read off one evaluation. Scoring is score_task_outputs, a
 // function of the generated texts alone. Each result keeps every example's right/wrong, so two modes (or
 // two models) evaluated on the same examples can be compared with a paired test (mode_pair_tests:
-// McNemar's exact test, stats.hpp).
+// McNemar's exact test, stats.hpp). write_traces_jsonl writes the generated texts as SFT JSONL.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "../data/tasks.hpp"
 #include "../decode/decoder.hpp"
+#include "../io/json.hpp"
 #include "stats.hpp"
 
 namespace fbt {
@@ -40,6 +42,7 @@ struct TaskEvalResult {
   double completed = 0;       ///< share of solutions that reached the end marker
   std::vector<TaskLevelResult> levels;  ///< per requested level (only with task.trace_tag; levels without examples left out)
   std::vector<int> correct;   ///< (examples) 1 where example i was answered right: the paired tests' outcomes
+  std::vector<std::string> outputs;  ///< (examples) the generated text of example i (what write_traces_jsonl writes)
 };
 
 namespace detail {
@@ -73,6 +76,7 @@ inline TaskEvalResult score_task_outputs(const TaskConfig& task, const std::vect
   for (std::size_t i = 0; i < all.size(); ++i) all[i] = int(i);
   detail::score_examples(task, examples, out, all, r.accuracy, r.median_trace, r.completed);
   for (std::size_t i = 0; i < examples.size(); ++i) r.correct.push_back(check_answer(task, examples[i], out[i]) ? 1 : 0);
+  r.outputs = out;
   if (task.trace_tag)
     for (const std::string& level : verbosity_levels()) {
       std::vector<int> idx;
@@ -168,6 +172,35 @@ TaskEvalResult evaluate_task(Decoder<M, Be>& dec, const TaskConfig& task, const 
     for (std::size_t j = 0; j < active.size(); ++j) next[active[j]] = argmax_token(logits.data() + j * V, V);
   }
   return score_task_outputs(task, examples, out, mode.name());
+}
+
+/// What write_traces_jsonl wrote and left out.
+struct TracesWritten {
+  int written = 0, wrong = 0, empty = 0, not_text = 0;  ///< lines written; left out: wrong answers (correct_only), empty or non-ASCII outputs
+};
+
+/// \brief Writes a model's own decodes as SFT JSONL (io/sft_jsonl.hpp, text form): one line
+/// {"prompt": examples[i].prompt, "response": r.outputs[i]} per example, so a model can be fine-tuned on its
+/// own traces (the positive control of trace shortening, docs/EXPERIMENTS.md section 13). Left out (and
+/// counted): an empty output (the SFT reader refuses an empty response), one with a byte outside ASCII
+/// (the text form is JSON strings of bytes), and, with correct_only, a wrong answer. Appends when `append`.
+inline TracesWritten write_traces_jsonl(const std::string& path, const std::vector<Example>& examples, const TaskEvalResult& r, bool correct_only,
+                                        bool append = false) {
+  FBT_ASSERT(r.outputs.size() == examples.size() && r.correct.size() == examples.size(),
+             "write_traces_jsonl: " + std::to_string(r.outputs.size()) + " outputs for " + std::to_string(examples.size()) + " examples");
+  std::ofstream f(path, append ? std::ios::app : std::ios::trunc);
+  if (!f) throw Error("fbt: cannot write the traces file '" + path + "'");
+  TracesWritten w;
+  for (std::size_t i = 0; i < examples.size(); ++i) {
+    const std::string& o = r.outputs[i];
+    if (o.empty()) { ++w.empty; continue; }
+    if (std::any_of(o.begin(), o.end(), [](char ch) { return static_cast<unsigned char>(ch) >= 128; })) { ++w.not_text; continue; }
+    if (correct_only && !r.correct[i]) { ++w.wrong; continue; }
+    f << nlohmann::json{{"prompt", examples[i].prompt}, {"response", o}}.dump() << "\n";
+    ++w.written;
+  }
+  if (!f) throw Error("fbt: cannot write the traces file '" + path + "'");
+  return w;
 }
 
 /// \brief Median milliseconds per decoded token of one sequence (prefill `prompt_len` tokens, then
