@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Install fbt's build and test dependencies on Debian 12 (bookworm) if any are missing.
-# Idempotent: when everything is present it only runs dpkg-query and exits. Runs apt-get as root,
-# or through sudo when not root. Set FBT_SETUP_EXTRA="pkg ..." to add packages (e.g. python3).
+# Idempotent: when everything is present it only runs dpkg-query and a python3 import check, and exits.
+# Runs apt-get as root, or through sudo when not root. Set FBT_SETUP_EXTRA="pkg ..." to add packages.
+# The Python package (docs/python.md) needs, for the python3 first on PATH, numpy, pytest, nanobind,
+# scikit-build-core and hypothesis: Debian's packages where they exist, the rest by pip (--user; with
+# --break-system-packages only where pip reports an externally managed Python, PEP 668). FBT_SETUP_PYTHON=0
+# leaves the Python part out.
 set -euo pipefail
 
 packages=(
@@ -15,6 +19,7 @@ packages=(
   ocl-icd-opencl-dev                 # Debian's oneDNN CMake config requires OpenCL (only a Recommends of libdnnl-dev)
   libopenmpi-dev openmpi-bin         # optional: data-parallel training over MPI (tests/mpi under mpirun)
   python3-matplotlib                 # figures of experiments (scripts/plots.py) and their test
+  python3-dev python3-pip python3-venv python3-numpy python3-pytest   # the Python package (python/, docs/python.md)
 )
 # shellcheck disable=SC2206
 [[ -n "${FBT_SETUP_EXTRA:-}" ]] && packages+=(${FBT_SETUP_EXTRA})
@@ -30,7 +35,30 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+# The Python package's build and test modules, for the python3 first on PATH (Debian's, or a pyenv/venv one).
+python_part() {
+  [[ "${FBT_SETUP_PYTHON:-1}" == "0" ]] && return 0
+  command -v python3 >/dev/null 2>&1 || return 0
+  local mods=(numpy pytest nanobind scikit_build_core hypothesis) pips=(numpy pytest nanobind scikit-build-core hypothesis) need=() i
+  for i in "${!mods[@]}"; do
+    python3 -c "import ${mods[$i]}" >/dev/null 2>&1 || need+=("${pips[$i]}")
+  done
+  [[ ${#need[@]} -eq 0 ]] && return 0
+  echo "setup.sh: pip-installing ${need[*]} for $(command -v python3)"
+  local user=(--user)
+  python3 -c 'import sys; sys.exit(0 if sys.prefix != sys.base_prefix else 1)' && user=()  # a venv: no --user
+  local log
+  log=$(python3 -m pip install -q "${user[@]}" "${need[@]}" 2>&1) && return 0
+  if grep -q externally-managed <<<"$log"; then
+    python3 -m pip install -q "${user[@]}" --break-system-packages "${need[@]}" && return 0
+  fi
+  echo "$log" >&2
+  echo "setup.sh: could not pip-install ${need[*]}; the Python package and its tests are then skipped (docs/python.md)" >&2
+  return 0
+}
+
 if [[ ${#missing[@]} -eq 0 ]]; then
+  python_part
   echo "setup.sh: all dependencies are installed"
   exit 0
 fi
@@ -47,3 +75,4 @@ echo "setup.sh: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
 "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
+python_part

@@ -362,29 +362,44 @@ inline int checked_capacity(const Request& r, int index, int max_position_embedd
   return static_cast<int>(need);
 }
 
-/// \brief Decodes several requests together (each with its own cache, h_prev and Rng); a request leaves
-/// the batch when it stops. Returns each request's generated tokens (the prompt not included).
-template <class M, class Be> std::vector<std::vector<int>> generate_batch(Decoder<M, Be>& dec, const std::vector<Request>& reqs) {
+/// \brief generate_batch on sequences and sampling streams the caller keeps (an interactive session: the KV
+/// caches live across calls; fbt/python/decoder.hpp). seqs[i] fresh (nothing in it): the prompt is prefilled,
+/// and prompt + max_new_tokens must fit its capacity; seqs[i] holding tokens: the request's prompt is fed token
+/// by token as decoding steps (as generated tokens are; the last token a previous call sampled is the caller's to
+/// put first), then generation goes on. rngs[i] is request i's stream (reqs[i].opts.seed is not read).
+/// between_steps, when set, runs after the prefills and after every step (a caller's interrupt check; it may throw).
+template <class M, class Be>
+std::vector<std::vector<int>> generate_batch(Decoder<M, Be>& dec, const std::vector<Request>& reqs, std::vector<typename Decoder<M, Be>::Seq>& seqs,
+                                             std::vector<Rng>& rngs, const std::function<void()>& between_steps = {}) {
   using T = typename M::Scalar;
   using Seq = typename Decoder<M, Be>::Seq;
   const int V = dec.model().V, n = int(reqs.size());
-  std::vector<Seq> seqs;
-  std::vector<Rng> rngs;
+  FBT_ASSERT(seqs.size() == reqs.size() && rngs.size() == reqs.size(), "generate_batch: one sequence and one Rng per request");
   std::vector<std::vector<int>> out(n);
   std::vector<int> next(n);
   std::vector<T> logits(std::size_t(std::max(n, 1)) * V);
   std::vector<std::pair<double, int>> scratch;
-  seqs.reserve(n);
   for (int i = 0; i < n; ++i) {
     const auto& r = reqs[i];
+    Seq& s = seqs[i];
     r.opts.sampling.validate();
-    FBT_ASSERT(!r.prompt.empty(), "request " + std::to_string(i) + " has an empty prompt");
-    const int cap = checked_capacity(r, i, dec.model().opts.max_position_embeddings);
-    seqs.push_back(dec.new_sequence(cap, r.opts.mode));
-    rngs.emplace_back(r.opts.seed);
-    dec.prefill(seqs[i], r.prompt.data(), int(r.prompt.size()), logits.data());
+    const std::string who = "request " + std::to_string(i) + ": ";
+    if (r.opts.max_new_tokens < 0) throw Error(who + "max_new_tokens must be >= 0, got " + std::to_string(r.opts.max_new_tokens));
+    const long long P = static_cast<long long>(r.prompt.size()), used = s.len == 0 && !s.has_h ? 0 : s.len;
+    if (used + P + r.opts.max_new_tokens > s.capacity)
+      throw Error(who + "the sequence holds " + std::to_string(used) + " of its " + std::to_string(s.capacity) + " positions; " + std::to_string(P) +
+                  " prompt tokens + max_new_tokens (" + std::to_string(r.opts.max_new_tokens) + ") do not fit");
+    if (used == 0) {
+      FBT_ASSERT(P > 0, "request " + std::to_string(i) + " has an empty prompt");
+      dec.prefill(s, r.prompt.data(), int(P), logits.data());
+    } else {
+      FBT_ASSERT(P > 0, "request " + std::to_string(i) + ": continuing a sequence needs at least one token to feed");
+      Seq* one = &s;
+      for (long long t = 0; t < P; ++t) dec.step(&one, 1, r.prompt.data() + t, logits.data());
+    }
     next[i] = sample_token(logits.data(), V, r.opts.sampling, rngs[i], scratch);
   }
+  if (between_steps) between_steps();
   std::vector<int> active;
   for (int i = 0; i < n; ++i) {
     if (reqs[i].opts.max_new_tokens <= 0) continue;
@@ -405,8 +420,25 @@ template <class M, class Be> std::vector<std::vector<int>> generate_batch(Decode
       if (t != reqs[i].opts.stop_token && int(out[i].size()) < reqs[i].opts.max_new_tokens) still.push_back(i);
     }
     active.swap(still);
+    if (between_steps) between_steps();
   }
   return out;
+}
+
+/// \brief Decodes several requests together (each with its own cache, h_prev and Rng); a request leaves
+/// the batch when it stops. Returns each request's generated tokens (the prompt not included).
+template <class M, class Be> std::vector<std::vector<int>> generate_batch(Decoder<M, Be>& dec, const std::vector<Request>& reqs) {
+  std::vector<typename Decoder<M, Be>::Seq> seqs;
+  std::vector<Rng> rngs;
+  seqs.reserve(reqs.size());
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    const auto& r = reqs[i];
+    r.opts.sampling.validate();
+    FBT_ASSERT(!r.prompt.empty(), "request " + std::to_string(i) + " has an empty prompt");
+    seqs.push_back(dec.new_sequence(checked_capacity(r, int(i), dec.model().opts.max_position_embeddings), r.opts.mode));
+    rngs.emplace_back(r.opts.seed);
+  }
+  return generate_batch(dec, reqs, seqs, rngs);
 }
 
 /// \brief One request.

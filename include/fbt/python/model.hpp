@@ -1,0 +1,243 @@
+// fbt/python/model.hpp: fbt.Model, a model of any type a program knows, behind one Python class
+// (docs/python.md).
+//
+//   AnyModel            the model as the bindings see it: its config, sizes, parameters, save, logits and
+//                       hidden states; ModelOf<M> implements it for one model type M
+//   make_model / load_any_model <Fusers, Blocks>
+//                       the run-time choice of M from a config (fbt::with_model over the same type lists as
+//                       the `fbt` command, fbt/cli.hpp), so Python loads every checkpoint the command loads
+//   visit_model<Fusers, Blocks>(am, fn)
+//                       fn(M&) with the typed model, for bindings of one's own (training, probes)
+//   PyModel<Fusers, Blocks>
+//                       the class bound as fbt.Model: one C++ type per pair of lists, so a user's module
+//                       (fbt/python.hpp) and fbt._fbt never register the same type twice
+// The computations are the library's: logits are pass_logits (train/evaluate.hpp: what `fbt logits` writes),
+// hidden states are the residual stream of the training forward (model/pass.hpp), read at every depth as
+// the probe reads it (train/probe.hpp); both run without the GIL and hand their result buffer to numpy.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include <nanobind/stl/optional.h>
+
+#include "../io/checkpoint.hpp"
+#include "../io/hf.hpp"
+#include "../train/evaluate.hpp"
+#include "config.hpp"
+#include "decoder.hpp"
+
+namespace fbt {
+namespace python {
+
+/// \brief A model of some type M, as the bindings use it.
+struct AnyModel {
+  virtual ~AnyModel() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual bool has_feedback() const = 0;
+  virtual int vocab() const = 0;   ///< V
+  virtual int hidden() const = 0;  ///< D
+  virtual int layers() const = 0;  ///< L
+  virtual ParamStore<float>& params() = 0;
+  virtual const std::type_info& type() const = 0;  ///< typeid(M)
+  /// Writes an fbt checkpoint: `path` ending in .safetensors is the model file, else a directory (created)
+  /// that gets model.safetensors.
+  virtual void save(const std::string& path) const = 0;
+  /// (K, B*T, V) logits of passes 1..K (pass_logits).
+  virtual std::vector<float> logits(const Batch& b, int K) const = 0;
+  /// (n, B*T, D): for each depth of `depths` (0 = the layer-0 input after the fuser and N_in, l = block l-1's
+  /// output, L + 1 = the final norm's output), the states of the K-th pass.
+  virtual std::vector<float> hidden_states(const Batch& b, int K, const std::vector<int>& depths) const = 0;
+  /// A decoder of this model (owner keeps the model alive while the decoder lives); sep: the document separator.
+  virtual std::unique_ptr<AnyDecoder> decoder(std::shared_ptr<const void> owner, int sep) const = 0;
+};
+
+template <class M> struct ModelOf final : AnyModel {
+  M m;
+  explicit ModelOf(M&& model) : m(std::move(model)) {}
+  const ModelConfig& config() const override { return m.cfg; }
+  bool has_feedback() const override { return M::has_feedback; }
+  int vocab() const override { return m.V; }
+  int hidden() const override { return m.D; }
+  int layers() const override { return m.L; }
+  ParamStore<float>& params() override { return m.params; }
+  const std::type_info& type() const override { return typeid(M); }
+  void save(const std::string& path) const override {
+    namespace fs = std::filesystem;
+    const fs::path p(path);
+    if (p.extension() == ".safetensors") return save_model(path, m);
+    std::error_code ec;
+    fs::create_directories(p, ec);
+    if (ec) throw Error("Model.save: cannot create the directory '" + path + "' (" + ec.message() + ")");
+    save_model((p / "model.safetensors").string(), m);
+  }
+  std::vector<float> logits(const Batch& b, int K) const override { return pass_logits(m, b, K); }
+  std::vector<float> hidden_states(const Batch& b, int K, const std::vector<int>& depths) const override {
+    const std::size_t ND = std::size_t(b.B) * b.T * m.D;
+    std::vector<float> out(depths.size() * ND);
+    CpuBackend<float> be;
+    Workspace<M> ws;
+    PassRunner<M> run(be, m, m.weights(), ws);
+    run.prepare(b.B, b.T, 1, true);  // a gradient workspace keeps every depth's residual stream
+    run.begin_batch(b.tokens, b.doc_start, nullptr);
+    run.forward_chain(K, [&](int j, PassCache<M>& p) {
+      if (j + 1 < K) return;
+      for (std::size_t i = 0; i < depths.size(); ++i) {
+        const float* src = depths[i] <= m.L ? p.res[depths[i]] : p.hf;
+        std::copy(src, src + ND, out.data() + i * ND);
+      }
+    });
+    return out;
+  }
+  std::unique_ptr<AnyDecoder> decoder(std::shared_ptr<const void> owner, int sep) const override {
+    return std::make_unique<DecoderOf<M>>(std::move(owner), m, sep);
+  }
+};
+
+/// \brief A new model of the type `c` names (fuser, block) in the lists, its parameters initialised from seed.
+template <class Fusers, class Blocks> std::unique_ptr<AnyModel> make_model(const ModelConfig& c, std::uint64_t seed) {
+  c.validate();
+  return with_model<float, Fusers, Blocks>(c, [&](auto tag) -> std::unique_ptr<AnyModel> {
+    using M = typename decltype(tag)::type;
+    return std::make_unique<ModelOf<M>>(M(c, seed));
+  });
+}
+/// \brief Any checkpoint the `fbt` command loads: an fbt checkpoint (directory or model.safetensors) or a
+/// Hugging Face directory (config.json + safetensors), any vocabulary.
+template <class Fusers, class Blocks> std::unique_ptr<AnyModel> load_any_model(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw Error("Model.load: '" + path + "' does not exist (an fbt checkpoint or a Hugging Face directory)");
+  const ModelConfig c = read_checkpoint_config(path);
+  return with_model<float, Fusers, Blocks>(c, [&](auto tag) -> std::unique_ptr<AnyModel> {
+    using M = typename decltype(tag)::type;
+    return std::make_unique<ModelOf<M>>(load_checkpoint<M>(path));
+  });
+}
+/// \brief fn(M&) with the model's own type (one of the lists' models; the config names it).
+template <class Fusers, class Blocks, class Fn> decltype(auto) visit_model(AnyModel& am, Fn&& fn) {
+  return with_model<float, Fusers, Blocks>(am.config(), [&](auto tag) -> decltype(auto) {
+    using M = typename decltype(tag)::type;
+    auto* typed = dynamic_cast<ModelOf<M>*>(&am);
+    FBT_ASSERT(typed != nullptr, "visit_model: the model's type is not the one its config names");
+    return fn(typed->m);
+  });
+}
+
+/// \brief The Python class fbt.Model for the model types of the lists Fusers and Blocks.
+template <class Fusers, class Blocks> struct PyModel {
+  std::shared_ptr<AnyModel> impl;  ///< shared with the decoders made from it
+  int sep() const { return impl->vocab() == ByteTokenizer::kVocabSize ? ByteTokenizer::kSep : -1; }
+};
+
+/// `passes` of a call: None = 3 for a full-bandwidth model, 1 for a baseline (as `fbt logits`).
+inline int passes_arg(const std::optional<int>& passes, const AnyModel& am) {
+  const int K = passes ? *passes : (am.has_feedback() ? 3 : 1);
+  if (K < 1 || K > kMaxPasses) value_error("passes: must be in [1, " + std::to_string(kMaxPasses) + "], got " + std::to_string(K));
+  if (K > 1 && !am.has_feedback()) value_error("passes: " + std::to_string(K) + " passes need a feedback fuser; this model's fuser is none (1 pass)");
+  return K;
+}
+
+template <class Fusers, class Blocks> void bind_model(nb::module_& mod) {
+  using P = PyModel<Fusers, Blocks>;
+  if (nb::type<P>().is_valid()) {
+    mod.attr("Model") = nb::type<P>();
+    return;
+  }
+  nb::class_<P> c(mod, "Model",
+                  "A full-bandwidth transformer (or a baseline): its config, parameters and forward.\n\n"
+                  "Model(config, seed=0) builds and initialises one; Model.load(path) reads an fbt checkpoint or a Hugging\n"
+                  "Face Qwen3 directory.");
+  c.def("__init__", [](P* self, nb::handle config, std::uint64_t seed) { new (self) P{make_model<Fusers, Blocks>(config_arg(config), seed)}; },
+        "config"_a, "seed"_a = 0, "A new model of `config` (a ModelConfig or a dict of its fields), its parameters initialised from `seed`.");
+  c.def_static("load", [](const std::string& path) { return P{load_any_model<Fusers, Blocks>(path)}; }, "path"_a,
+               "Reads an fbt checkpoint (a run directory or its model.safetensors) or a Hugging Face Qwen3 directory.");
+  c.def("save", [](const P& self, const std::string& path) { self.impl->save(path); }, "path"_a,
+        "Writes an fbt checkpoint: `path` ending in .safetensors is the model file, else a directory that gets model.safetensors.");
+  c.def_prop_ro("config", [](const P& self) { return self.impl->config(); }, "The model's config (a copy).");
+  c.def_prop_ro("vocab_size", [](const P& self) { return self.impl->vocab(); });
+  c.def_prop_ro("hidden_size", [](const P& self) { return self.impl->hidden(); });
+  c.def_prop_ro("num_layers", [](const P& self) { return self.impl->layers(); });
+  c.def_prop_ro("has_feedback", [](const P& self) { return self.impl->has_feedback(); }, "False for a baseline (fuser none).");
+  c.def_prop_ro("num_parameters", [](const P& self) { return self.impl->params().size(); });
+  c.def(
+      "named_parameters",
+      [](nb::handle self_h) {
+        P& self = nb::cast<P&>(self_h);
+        nb::dict d;
+        ParamStore<float>& ps = self.impl->params();
+        for (const auto& s : ps.specs()) {
+          std::vector<std::size_t> shape(s.shape.begin(), s.shape.end());
+          d[s.name.c_str()] = nb::ndarray<nb::numpy, float>(ps.values() + s.offset, shape.size(), shape.data(), self_h);
+        }
+        return d;
+      },
+      "{name: array} of every parameter under its checkpoint name (Hugging Face Qwen3 names, model.feedback.* for the fuser):\n"
+      "writable views of the model's own memory (no copy), valid while the model lives.");
+  c.def(
+      "logits",
+      [](const P& self, nb::handle tokens, std::optional<int> passes, nb::handle doc_starts) {
+        const AnyModel& am = *self.impl;
+        const int K = passes_arg(passes, am);
+        TokenBatch tb = tokens_arg(tokens, "tokens", am.vocab());
+        if (tb.T > am.config().max_position_embeddings)
+          value_error("tokens: " + std::to_string(tb.T) + " positions, more than the model's max_position_embeddings (" +
+                      std::to_string(am.config().max_position_embeddings) + ")");
+        const std::vector<std::uint8_t> ds = doc_starts_arg(doc_starts, tb, self.sep());
+        std::vector<float> out;
+        {
+          nb::gil_scoped_release unlocked;
+          out = am.logits(Batch{tb.B, tb.T, tb.ids, nullptr, ds.data()}, K);
+        }
+        return owned_array(std::move(out), {std::size_t(K), std::size_t(tb.B), std::size_t(tb.T), std::size_t(am.vocab())});
+      },
+      "tokens"_a.none(), "passes"_a = nb::none(), "doc_starts"_a.none() = nb::none(),
+      "Logits of passes 1..K of the fed-back chain (pass k = the fused(k-1) prefill at every position; what `fbt logits` writes):\n"
+      "a float32 array (K, B, T, V) that owns the library's result buffer (no copy).\n\n"
+      "tokens: (T,) or (B, T) integer ids (numpy, list, CPU tensor) or text (str/bytes: one document, kSep + the bytes).\n"
+      "passes: K (default 3 for a full-bandwidth model, 1 for a baseline).\n"
+      "doc_starts: (B, T) 0/1 where a document starts; default position 0 and every separator id (256 in a byte-level model).");
+  c.def(
+      "hidden_states",
+      [](const P& self, nb::handle tokens, std::optional<int> passes, std::optional<std::vector<int>> layers, nb::handle doc_starts) {
+        const AnyModel& am = *self.impl;
+        const int K = passes_arg(passes ? passes : std::optional<int>(1), am), L = am.layers();
+        TokenBatch tb = tokens_arg(tokens, "tokens", am.vocab());
+        if (tb.T > am.config().max_position_embeddings)
+          value_error("tokens: " + std::to_string(tb.T) + " positions, more than the model's max_position_embeddings (" +
+                      std::to_string(am.config().max_position_embeddings) + ")");
+        const std::vector<std::uint8_t> ds = doc_starts_arg(doc_starts, tb, self.sep());
+        std::vector<int> depths;
+        if (!layers)
+          for (int l = 0; l <= L + 1; ++l) depths.push_back(l);
+        else
+          for (int l : *layers) {
+            if (l < -(L + 2) || l > L + 1)
+              value_error("layers: depth " + std::to_string(l) + " is outside [0, " + std::to_string(L + 1) + "] (0 = the layer-0 input, " +
+                          std::to_string(L + 1) + " = the final norm's output; negative counts from the end)");
+            depths.push_back(l < 0 ? l + L + 2 : l);
+          }
+        if (depths.empty()) value_error("layers: an empty list");
+        std::vector<float> out;
+        {
+          nb::gil_scoped_release unlocked;
+          out = am.hidden_states(Batch{tb.B, tb.T, tb.ids, nullptr, ds.data()}, K, depths);
+        }
+        return owned_array(std::move(out), {depths.size(), std::size_t(tb.B), std::size_t(tb.T), std::size_t(am.hidden())});
+      },
+      "tokens"_a.none(), "passes"_a = nb::none(), "layers"_a = nb::none(), "doc_starts"_a.none() = nb::none(),
+      "The residual stream of pass `passes` (default 1) at each depth: a float32 array (len(layers), B, T, D).\n\n"
+      "Depth 0 is the layer-0 input (after the fuser and N_in: what block 0 reads), depth l block l-1's output\n"
+      "(L = the last block's, before the final norm), depth L + 1 the final norm's output; the representations\n"
+      "`fbt probe` reads. layers: the depths to return (default all L + 2; negative counts from the end).");
+  c.def("__repr__", [](const P& self) {
+    const ModelConfig& cf = self.impl->config();
+    return "fbt.Model(fuser=" + cf.fuser + ", block=" + cf.block + ", L=" + std::to_string(cf.num_hidden_layers) + ", D=" + std::to_string(cf.hidden_size) +
+           ", V=" + std::to_string(cf.vocab_size) + ", parameters=" + std::to_string(self.impl->params().size()) + ")";
+  });
+}
+
+}  // namespace python
+}  // namespace fbt
