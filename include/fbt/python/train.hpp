@@ -190,7 +190,7 @@ template <class Fusers, class Blocks> void bind_train(nb::module_& m) {
             j["step"] = e.step, j["tokens"] = e.tokens, j["compute_tokens"] = t->compute_tokens;
           });
         }
-        return nb::module_::import_("json").attr("loads")(j.dump());
+        return nb::borrow<nb::dict>(nb::module_::import_("json").attr("loads")(j.dump()));
       },
       "checkpoint"_a, "eval_windows"_a = nb::none(), "seq_eval_windows"_a = nb::none(), "monitor_passes"_a = nb::none(),
       "evaluate(checkpoint, eval_windows=None, seq_eval_windows=None, monitor_passes=None) -> dict\n\n"
@@ -228,7 +228,7 @@ template <class Fusers, class Blocks> void bind_train(nb::module_& m) {
         nb::object f = nb::module_::import_("builtins").attr("open")(out);
         nb::object j = nb::module_::import_("json").attr("load")(f);
         f.attr("close")();
-        return j;
+        return nb::borrow<nb::dict>(j);
       },
       "options"_a,
       "probe(checkpoint=..., items=... | task=..., prefill='standard,fused(1),recurrent', folds=4, l2=1, seed=1, out=None, ...) -> dict\n\n"
