@@ -27,17 +27,24 @@ template <class... Extra> struct ModuleTypes {
   using Blocks = typename Concat<BuiltinBlocks<float>, typename fbt::detail::FilterTypes<fbt::detail::is_block_type, Extra...>::type>::type;
 };
 
+/// \brief Binds fbt's Python API into `m` for the model types of exactly the lists Fusers and Blocks (TypeList,
+/// model/builder.hpp): what bind_module does with the library's lists plus the Extra ones. A module that wants
+/// fewer types (a smaller, faster-compiling extension) calls it with its own lists.
+template <class Fusers, class Blocks> void bind_types(nb::module_& m) {
+  register_error_translator();
+  bind_config(m);
+  bind_model<Fusers, Blocks>(m);
+  bind_decoder<Fusers, Blocks>(m);
+  bind_tokenizer(m);
+}
+
 /// \brief Binds fbt's Python API into `m` for the library's pieces and the Extra fusers and blocks.
 template <class... Extra> void bind_module(nb::module_& m) {
   static_assert(((fbt::detail::is_fuser_type<Extra>::value || fbt::detail::is_block_type<Extra>::value) && ...),
                 "fbt::python::bind_module<Extra...>: each Extra must be a fuser (constructible from fbt::FuserArgs) or a block "
                 "(constructible from fbt::LayerSpec), with Scalar, Cache and name");
   using Types = ModuleTypes<Extra...>;
-  register_error_translator();
-  bind_config(m);
-  bind_model<typename Types::Fusers, typename Types::Blocks>(m);
-  bind_decoder<typename Types::Fusers, typename Types::Blocks>(m);
-  bind_tokenizer(m);
+  bind_types<typename Types::Fusers, typename Types::Blocks>(m);
 }
 
 }  // namespace python

@@ -32,6 +32,7 @@ def main():
     env["PYTHONPATH"] = a.package_dir + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["FBT_CLI"] = a.cli
     env["FBT_TEST_WORK_DIR"] = a.work_dir
+    env["FBT_OWN_MODULE_DIR"] = os.path.join(os.path.dirname(a.work_dir), "own_module")  # tests/python/own_module of the build
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     os.makedirs(a.work_dir, exist_ok=True)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", os.path.dirname(a.file), a.file]

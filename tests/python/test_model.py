@@ -143,3 +143,23 @@ def test_passes_refusals(tiny_model):
         tiny_model.logits("ab", passes=0)
     with pytest.raises(ValueError, match="passes"):
         fbt.Model(dict(TINY, fuser="none")).logits("ab", passes=2)
+
+
+def test_prefix_keeps_positions_plain(tiny_model):
+    t = np.array([256] + list(b"abcdefgh"), np.int32)
+    none = tiny_model.logits(t, passes=3)
+    assert np.array_equal(tiny_model.logits(t, passes=3, prefix=0), none)
+    p4 = tiny_model.logits(t, passes=3, prefix=4)
+    # positions t < 4 read only plain inputs in every pass: pass 1's logits there; later positions are fed back
+    for k in range(3):
+        np.testing.assert_array_equal(p4[k, 0, :4], none[0, 0, :4])
+    assert not np.array_equal(p4[2, 0, 4:], p4[0, 0, 4:])
+    rows = np.stack([t, t])
+    both = tiny_model.logits(rows, passes=3, prefix=[0, 4])
+    np.testing.assert_allclose(both[:, 0], none[:, 0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(both[:, 1], p4[:, 0], rtol=1e-5, atol=1e-6)
+    hs = tiny_model.hidden_states(t, passes=3, layers=[0], prefix=4)
+    assert np.array_equal(hs[0, 0, :4], tiny_model.hidden_states(t, passes=1, layers=[0])[0, 0, :4])
+    for bad, err in ((-1, ValueError), (10, ValueError), ([1, 2], ValueError), (1.5, TypeError), ("x", TypeError)):
+        with pytest.raises(err, match="prefix"):
+            tiny_model.logits(t, prefix=bad)

@@ -288,9 +288,10 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
     m_.embed.backward(be_, w_, w.de, w.tokens, N);
   }
 
-  /// \brief A plain pass and then passes-1 fed-back passes in slot 0 (no jitter, no prefix: position 0 and
-  /// document starts plain), calling on_pass(j, pass) after each pass's stack. The batch must be begun.
-  template <class Fn> void forward_chain(int passes, Fn&& on_pass) {
+  /// \brief A plain pass and then passes-1 fed-back passes in slot 0 (no jitter; position 0 and document starts
+  /// plain, and with `prefix` (B, host; null = none) positions t < prefix[b] of row b in every fed-back pass),
+  /// calling on_pass(j, pass) after each pass's stack. The batch must be begun.
+  template <class Fn> void forward_chain(int passes, Fn&& on_pass, const int* prefix = nullptr) {
     FBT_ASSERT(passes >= 1, "forward_chain: passes must be >= 1");
     FBT_ASSERT(passes == 1 || fb, "forward_chain: " + std::to_string(passes) + " passes need a feedback fuser (the model's fuser is none)");
     Pass& p = ws_.pass[0];
@@ -299,7 +300,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
     }
     for (int j = 0; j < passes; ++j) {
       if (j == 0) plain_input(p);
-      else if constexpr (fb) fused_input(p, source(p), nullptr, nullptr);
+      else if constexpr (fb) fused_input(p, source(p), nullptr, prefix);
       stack_forward(p);
       on_pass(j, p);
     }

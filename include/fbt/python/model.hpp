@@ -46,11 +46,11 @@ struct AnyModel {
   /// Writes an fbt checkpoint: `path` ending in .safetensors is the model file, else a directory (created)
   /// that gets model.safetensors.
   virtual void save(const std::string& path) const = 0;
-  /// (K, B*T, V) logits of passes 1..K (pass_logits).
-  virtual std::vector<float> logits(const Batch& b, int K) const = 0;
+  /// (K, B*T, V) logits of passes 1..K (pass_logits); prefix (B) or null: plain positions of the fed-back passes.
+  virtual std::vector<float> logits(const Batch& b, int K, const int* prefix) const = 0;
   /// (n, B*T, D): for each depth of `depths` (0 = the layer-0 input after the fuser and N_in, l = block l-1's
   /// output, L + 1 = the final norm's output), the states of the K-th pass.
-  virtual std::vector<float> hidden_states(const Batch& b, int K, const std::vector<int>& depths) const = 0;
+  virtual std::vector<float> hidden_states(const Batch& b, int K, const std::vector<int>& depths, const int* prefix) const = 0;
   /// A decoder of this model (owner keeps the model alive while the decoder lives); sep: the document separator.
   virtual std::unique_ptr<AnyDecoder> decoder(std::shared_ptr<const void> owner, int sep) const = 0;
 };
@@ -74,8 +74,8 @@ template <class M> struct ModelOf final : AnyModel {
     if (ec) throw Error("Model.save: cannot create the directory '" + path + "' (" + ec.message() + ")");
     save_model((p / "model.safetensors").string(), m);
   }
-  std::vector<float> logits(const Batch& b, int K) const override { return pass_logits(m, b, K); }
-  std::vector<float> hidden_states(const Batch& b, int K, const std::vector<int>& depths) const override {
+  std::vector<float> logits(const Batch& b, int K, const int* prefix) const override { return pass_logits(m, b, K, prefix); }
+  std::vector<float> hidden_states(const Batch& b, int K, const std::vector<int>& depths, const int* prefix) const override {
     const std::size_t ND = std::size_t(b.B) * b.T * m.D;
     std::vector<float> out(depths.size() * ND);
     CpuBackend<float> be;
@@ -89,7 +89,7 @@ template <class M> struct ModelOf final : AnyModel {
         const float* src = depths[i] <= m.L ? p.res[depths[i]] : p.hf;
         std::copy(src, src + ND, out.data() + i * ND);
       }
-    });
+    }, prefix);
     return out;
   }
   std::unique_ptr<AnyDecoder> decoder(std::shared_ptr<const void> owner, int sep) const override {
@@ -131,6 +131,35 @@ template <class Fusers, class Blocks> struct PyModel {
   std::shared_ptr<AnyModel> impl;  ///< shared with the decoders made from it
   int sep() const { return impl->vocab() == ByteTokenizer::kVocabSize ? ByteTokenizer::kSep : -1; }
 };
+
+/// \brief `prefix` of a call: None (no plain prefix), an int for every row, or a sequence of B ints; each in [0, T].
+inline std::vector<int> prefix_arg(nb::handle obj, const TokenBatch& tb) {
+  std::vector<int> p;
+  if (obj.is_none()) return p;
+  if (nb::isinstance<nb::int_>(obj)) {
+    p.assign(std::size_t(tb.B), 0);
+    long long v = 0;
+    if (!nb::try_cast(obj, v) || v < 0 || v > tb.T) value_error("prefix: must be in [0, T = " + std::to_string(tb.T) + "], got " + nb::cast<std::string>(nb::repr(obj)));
+    for (int& x : p) x = int(v);
+    return p;
+  }
+  nb::object a;
+  try {
+    a = nb::module_::import_("numpy").attr("asarray")(obj);
+  } catch (nb::python_error&) {
+    type_error("prefix: expected an int or a sequence of ints, one per row");
+  }
+  const std::string kind = nb::cast<std::string>(a.attr("dtype").attr("kind"));
+  if (kind != "i" && kind != "u") type_error("prefix: expected an int or integers (one per row), got numpy kind '" + kind + "'");
+  if (nb::cast<int>(a.attr("ndim")) != 1 || nb::cast<long long>(a.attr("size")) != tb.B)
+    value_error("prefix: one value per row: expected " + std::to_string(tb.B) + " values");
+  for (nb::handle v : a.attr("tolist")()) {
+    const long long x = nb::cast<long long>(v);
+    if (x < 0 || x > tb.T) value_error("prefix: " + std::to_string(x) + " is outside [0, T = " + std::to_string(tb.T) + "]");
+    p.push_back(int(x));
+  }
+  return p;
+}
 
 /// `passes` of a call: None = 3 for a full-bandwidth model, 1 for a baseline (as `fbt logits`).
 inline int passes_arg(const std::optional<int>& passes, const AnyModel& am) {
@@ -178,7 +207,7 @@ template <class Fusers, class Blocks> void bind_model(nb::module_& mod) {
       "writable views of the model's own memory (no copy), valid while the model lives.");
   c.def(
       "logits",
-      [](const P& self, nb::handle tokens, std::optional<int> passes, nb::handle doc_starts) {
+      [](const P& self, nb::handle tokens, std::optional<int> passes, nb::handle prefix, nb::handle doc_starts) {
         const AnyModel& am = *self.impl;
         const int K = passes_arg(passes, am);
         TokenBatch tb = tokens_arg(tokens, "tokens", am.vocab());
@@ -186,22 +215,24 @@ template <class Fusers, class Blocks> void bind_model(nb::module_& mod) {
           value_error("tokens: " + std::to_string(tb.T) + " positions, more than the model's max_position_embeddings (" +
                       std::to_string(am.config().max_position_embeddings) + ")");
         const std::vector<std::uint8_t> ds = doc_starts_arg(doc_starts, tb, self.sep());
+        const std::vector<int> pre = prefix_arg(prefix, tb);
         std::vector<float> out;
         {
           nb::gil_scoped_release unlocked;
-          out = am.logits(Batch{tb.B, tb.T, tb.ids, nullptr, ds.data()}, K);
+          out = am.logits(Batch{tb.B, tb.T, tb.ids, nullptr, ds.data()}, K, pre.empty() ? nullptr : pre.data());
         }
         return owned_array(std::move(out), {std::size_t(K), std::size_t(tb.B), std::size_t(tb.T), std::size_t(am.vocab())});
       },
-      "tokens"_a.none(), "passes"_a = nb::none(), "doc_starts"_a.none() = nb::none(),
+      "tokens"_a.none(), "passes"_a = nb::none(), "prefix"_a.none() = nb::none(), "doc_starts"_a.none() = nb::none(),
       "Logits of passes 1..K of the fed-back chain (pass k = the fused(k-1) prefill at every position; what `fbt logits` writes):\n"
       "a float32 array (K, B, T, V) that owns the library's result buffer (no copy).\n\n"
       "tokens: (T,) or (B, T) integer ids (numpy, list, CPU tensor) or text (str/bytes: one document, kSep + the bytes).\n"
       "passes: K (default 3 for a full-bandwidth model, 1 for a baseline).\n"
+      "prefix: positions t < prefix of each row stay plain in every fed-back pass (an int, or one per row; default 0).\n"
       "doc_starts: (B, T) 0/1 where a document starts; default position 0 and every separator id (256 in a byte-level model).");
   c.def(
       "hidden_states",
-      [](const P& self, nb::handle tokens, std::optional<int> passes, std::optional<std::vector<int>> layers, nb::handle doc_starts) {
+      [](const P& self, nb::handle tokens, std::optional<int> passes, std::optional<std::vector<int>> layers, nb::handle prefix, nb::handle doc_starts) {
         const AnyModel& am = *self.impl;
         const int K = passes_arg(passes ? passes : std::optional<int>(1), am), L = am.layers();
         TokenBatch tb = tokens_arg(tokens, "tokens", am.vocab());
@@ -220,18 +251,20 @@ template <class Fusers, class Blocks> void bind_model(nb::module_& mod) {
             depths.push_back(l < 0 ? l + L + 2 : l);
           }
         if (depths.empty()) value_error("layers: an empty list");
+        const std::vector<int> pre = prefix_arg(prefix, tb);
         std::vector<float> out;
         {
           nb::gil_scoped_release unlocked;
-          out = am.hidden_states(Batch{tb.B, tb.T, tb.ids, nullptr, ds.data()}, K, depths);
+          out = am.hidden_states(Batch{tb.B, tb.T, tb.ids, nullptr, ds.data()}, K, depths, pre.empty() ? nullptr : pre.data());
         }
         return owned_array(std::move(out), {depths.size(), std::size_t(tb.B), std::size_t(tb.T), std::size_t(am.hidden())});
       },
-      "tokens"_a.none(), "passes"_a = nb::none(), "layers"_a = nb::none(), "doc_starts"_a.none() = nb::none(),
+      "tokens"_a.none(), "passes"_a = nb::none(), "layers"_a = nb::none(), "prefix"_a.none() = nb::none(), "doc_starts"_a.none() = nb::none(),
       "The residual stream of pass `passes` (default 1) at each depth: a float32 array (len(layers), B, T, D).\n\n"
       "Depth 0 is the layer-0 input (after the fuser and N_in: what block 0 reads), depth l block l-1's output\n"
       "(L = the last block's, before the final norm), depth L + 1 the final norm's output; the representations\n"
-      "`fbt probe` reads. layers: the depths to return (default all L + 2; negative counts from the end).");
+      "`fbt probe` reads. layers: the depths to return (default all L + 2; negative counts from the end). prefix, doc_starts:\n"
+      "as logits().");
   c.def("__repr__", [](const P& self) {
     const ModelConfig& cf = self.impl->config();
     return "fbt.Model(fuser=" + cf.fuser + ", block=" + cf.block + ", L=" + std::to_string(cf.num_hidden_layers) + ", D=" + std::to_string(cf.hidden_size) +

@@ -256,8 +256,9 @@ template <class M> ContractionCurve contraction_monitor(M& m, Workspace<M>& w, c
 }
 
 /// \brief Logits (K, B*T, V) of passes 1..K of the fed-back chain on a batch (no prefix mixing, no noise:
-/// pass k is the fused(k-1) prefill at every position; targets are not needed).
-template <class M> std::vector<typename M::Scalar> pass_logits(const M& m, const Batch& b, int K) {
+/// pass k is the fused(k-1) prefill at every position; targets are not needed). prefix (B, host), when given:
+/// row b's positions t < prefix[b] stay plain in every fed-back pass (a fixed prefix, spec invariant 1).
+template <class M> std::vector<typename M::Scalar> pass_logits(const M& m, const Batch& b, int K, const int* prefix = nullptr) {
   using T = typename M::Scalar;
   FBT_ASSERT(K >= 1 && (K == 1 || M::has_feedback), "pass_logits: K = " + std::to_string(K) + " (a baseline has 1 pass)");
   const std::size_t NV = std::size_t(b.B) * b.T * m.V;
@@ -267,9 +268,9 @@ template <class M> std::vector<typename M::Scalar> pass_logits(const M& m, const
   PassRunner<M> run(be, m, m.weights(), w);
   run.prepare(b.B, b.T, 1, false);
   run.begin_batch(b.tokens, b.doc_start, nullptr);
-  run.forward_chain(K, [&](int j, PassCache<M>& p) {
-    linear(be, out.data() + std::size_t(j) * NV, p.hf, m.params.values() + m.head_offset(), b.B * b.T, m.V, m.D, m.D, false);
-  });
+  run.forward_chain(
+      K, [&](int j, PassCache<M>& p) { linear(be, out.data() + std::size_t(j) * NV, p.hf, m.params.values() + m.head_offset(), b.B * b.T, m.V, m.D, m.D, false); },
+      prefix);
   return out;
 }
 
