@@ -88,6 +88,12 @@ def check_install(src, build, cmake, work):
         fail("the install rule put no extension _fbt into %s: %s" % (pkg, os.listdir(prefix) if os.path.isdir(prefix) else "nothing"))
     if not os.path.exists(os.path.join(pkg, "_fbt.pyi")):
         fail("the install rule put no stubs _fbt.pyi into %s" % pkg)
+    import ast
+    stubs = open(os.path.join(pkg, "_fbt.pyi"), encoding="utf-8").read()
+    ast.parse(stubs)  # a stub an editor cannot read is a defect
+    for name in ("class ModelConfig", "class Model", "class Decoder", "def logits", "def generate"):
+        if name not in stubs:
+            fail("the stubs lack %s" % name)
     others = [p for p in os.listdir(prefix) if p != "fbt"]
     if others:
         fail("component python installed more than the package: %s" % others)

@@ -20,7 +20,8 @@ def main():
     ap.add_argument("file")
     a = ap.parse_args()
     if a.built not in ("1", "ON", "TRUE", "true"):
-        print("SKIPPED: the Python extension was not built (FBT_BUILD_PYTHON: needs nanobind and python3-dev; scripts/setup.sh)")
+        print("SKIPPED: the Python extension was not built in this build (FBT_BUILD_PYTHON=OFF, or nanobind or python3-dev missing: "
+              "scripts/setup.sh installs them; the configure step says which)")
         return 77
     for mod in ("pytest", "numpy"):
         try:

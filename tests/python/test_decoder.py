@@ -164,3 +164,24 @@ def test_ctrl_c_stops_a_long_generation_cleanly():
         except KeyboardInterrupt:
             pass
     pytest.fail("no KeyboardInterrupt reached generate() in 3 attempts")
+
+
+def test_the_decoder_keeps_its_model_alive():
+    import gc
+    m = fbt.Model(TINY, seed=4)
+    ref = fbt.Decoder(m).generate(PROMPT, greedy=True, max_new_tokens=5)
+    d = fbt.Decoder(m)
+    del m
+    gc.collect()
+    assert np.array_equal(d.generate(PROMPT, greedy=True, max_new_tokens=5), ref)
+    assert d.model.num_layers == TINY["num_hidden_layers"]
+
+
+def test_a_session_of_several_samples_resumes_each(fed_model):
+    d = fbt.Decoder(fed_model)
+    whole = d.generate(PROMPT, temperature=0.9, seed=8, n=2, max_new_tokens=16)
+    first = d.generate(PROMPT, temperature=0.9, seed=8, n=2, max_new_tokens=6, context=40)
+    rest = d.generate(None, resume=True, temperature=0.9, max_new_tokens=10)
+    assert isinstance(rest, list) and len(rest) == 2 and d.sequences == 2
+    for i in range(2):
+        assert np.array_equal(np.concatenate([first[i], rest[i]]), whole[i])

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -49,12 +50,28 @@ inline void register_error_translator() {
   });
 }
 
-/// \brief Between the steps of a long call that runs without the GIL: takes the GIL for a moment and
-/// raises KeyboardInterrupt (nb::python_error) when Ctrl-C was pressed since the last check.
-inline void check_interrupt() {
-  nb::gil_scoped_acquire g;
-  if (PyErr_CheckSignals() != 0) throw nb::python_error();
-}
+/// \brief Between the steps of a long call that runs without the GIL: every 20 ms at most, takes the GIL for a
+/// moment and raises KeyboardInterrupt (nb::python_error) when Ctrl-C was pressed since the last check. Python
+/// runs signal handlers in the main thread only, so in another thread it does nothing (and never waits for the
+/// GIL, which a busy Python thread may hold for its 5 ms switch interval).
+class InterruptCheck {
+ public:
+  /// Made while the GIL is held (in the binding, before it releases the GIL).
+  InterruptCheck() : main_(PyGILState_Check() && nb::module_::import_("threading").attr("current_thread")().is(
+                                                       nb::module_::import_("threading").attr("main_thread")())) {}
+  void operator()() {
+    if (!main_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_ < std::chrono::milliseconds(20)) return;
+    last_ = now;
+    nb::gil_scoped_acquire g;
+    if (PyErr_CheckSignals() != 0) throw nb::python_error();
+  }
+
+ private:
+  bool main_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
 
 // ------------------------------------------------------------------------------------------ tokens
 

@@ -3,13 +3,14 @@
 //
 // generate() is generate_batch (decode/decoder.hpp), the code `fbt sample` runs: with the same checkpoint, prompt,
 // mode and options (seed, seed+1, ... for n samples) it gives the command's tokens. It runs without the GIL and
-// checks for Ctrl-C after every step (KeyboardInterrupt; the session is then reset). The sequences stay in the
+// checks for Ctrl-C between steps, every 20 ms at most (KeyboardInterrupt; the session is then reset). The sequences stay in the
 // Decoder after a call: generate(more, resume=True) feeds `more` after the last generated token and goes on, the
 // KV caches reused (an interactive session; `context` sizes the caches of a session started by generate()).
 // One Decoder runs one call at a time (a second thread gets RuntimeError); two Decoders decode in parallel.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -131,9 +132,10 @@ template <class Fusers, class Blocks> void bind_decoder(nb::module_& mod) {
           }
         }
         std::vector<std::vector<int>> outs;
+        InterruptCheck interrupted;
         {
           nb::gil_scoped_release unlocked;
-          outs = self.impl->generate(reqs, resume, context, [] { check_interrupt(); });
+          outs = self.impl->generate(reqs, resume, context, std::ref(interrupted));
         }
         self.pending.assign(outs.size(), -1);
         for (std::size_t i = 0; i < outs.size(); ++i)
@@ -147,6 +149,9 @@ template <class Fusers, class Blocks> void bind_decoder(nb::module_& mod) {
         for (auto& v : outs) l.append(arr(std::move(v)));
         return l;
       },
+      nb::sig("def generate(self, prompt: NDArray | Sequence[int] | str | bytes | None, mode: str | None = None, prefill: str | None = None, "
+              "max_new_tokens: int = 64, greedy: bool = False, temperature: float = 0.8, top_k: int = 0, top_p: float = 1.0, seed: int = 1, "
+              "n: int = 1, stop_token: int | None = None, resume: bool = False, context: int = 0) -> NDArray[numpy.int32] | list[NDArray[numpy.int32]]"),
       "prompt"_a.none(), "mode"_a = nb::none(), "prefill"_a = nb::none(), "max_new_tokens"_a = 64, "greedy"_a = false, "temperature"_a = 0.8,
       "top_k"_a = 0, "top_p"_a = 1.0, "seed"_a = 1, "n"_a = 1, "stop_token"_a = nb::none(), "resume"_a = false, "context"_a = 0,
       "Generates new tokens after `prompt`: an int32 array (new,) for n = 1, else a list of n arrays.\n\n"

@@ -180,7 +180,7 @@ template <class Fusers, class Blocks> void bind_model(nb::module_& mod) {
                   "Model(config, seed=0) builds and initialises one; Model.load(path) reads an fbt checkpoint or a Hugging\n"
                   "Face Qwen3 directory.");
   c.def("__init__", [](P* self, nb::handle config, std::uint64_t seed) { new (self) P{make_model<Fusers, Blocks>(config_arg(config), seed)}; },
-        "config"_a, "seed"_a = 0, "A new model of `config` (a ModelConfig or a dict of its fields), its parameters initialised from `seed`.");
+        nb::sig("def __init__(self, config: ModelConfig | dict, seed: int = 0) -> None"), "config"_a, "seed"_a = 0, "A new model of `config` (a ModelConfig or a dict of its fields), its parameters initialised from `seed`.");
   c.def_static("load", [](const std::string& path) { return P{load_any_model<Fusers, Blocks>(path)}; }, "path"_a,
                "Reads an fbt checkpoint (a run directory or its model.safetensors) or a Hugging Face Qwen3 directory.");
   c.def("save", [](const P& self, const std::string& path) { self.impl->save(path); }, "path"_a,
@@ -223,6 +223,8 @@ template <class Fusers, class Blocks> void bind_model(nb::module_& mod) {
         }
         return owned_array(std::move(out), {std::size_t(K), std::size_t(tb.B), std::size_t(tb.T), std::size_t(am.vocab())});
       },
+      nb::sig("def logits(self, tokens: NDArray | Sequence[int] | Sequence[Sequence[int]] | str | bytes, passes: int | None = None, prefix: int | Sequence[int] | None = None, "
+              "doc_starts: NDArray | Sequence[Sequence[int]] | None = None) -> NDArray[numpy.float32]"),
       "tokens"_a.none(), "passes"_a = nb::none(), "prefix"_a.none() = nb::none(), "doc_starts"_a.none() = nb::none(),
       "Logits of passes 1..K of the fed-back chain (pass k = the fused(k-1) prefill at every position; what `fbt logits` writes):\n"
       "a float32 array (K, B, T, V) that owns the library's result buffer (no copy).\n\n"
@@ -259,6 +261,8 @@ template <class Fusers, class Blocks> void bind_model(nb::module_& mod) {
         }
         return owned_array(std::move(out), {depths.size(), std::size_t(tb.B), std::size_t(tb.T), std::size_t(am.hidden())});
       },
+      nb::sig("def hidden_states(self, tokens: NDArray | Sequence[int] | Sequence[Sequence[int]] | str | bytes, passes: int | None = None, layers: Sequence[int] | None = None, "
+              "prefix: int | Sequence[int] | None = None, doc_starts: NDArray | Sequence[Sequence[int]] | None = None) -> NDArray[numpy.float32]"),
       "tokens"_a.none(), "passes"_a = nb::none(), "layers"_a = nb::none(), "prefix"_a.none() = nb::none(), "doc_starts"_a.none() = nb::none(),
       "The residual stream of pass `passes` (default 1) at each depth: a float32 array (len(layers), B, T, D).\n\n"
       "Depth 0 is the layer-0 input (after the fuser and N_in: what block 0 reads), depth l block l-1's output\n"
