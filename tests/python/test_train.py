@@ -100,6 +100,18 @@ def test_ctrl_c_stops_with_keyboard_interrupt_and_a_checkpoint(tmp_path):
     assert (tmp_path / "c" / "checkpoint" / "model.safetensors").exists()
 
 
+def test_ctrl_c_stops_a_run_without_a_callback(tmp_path):
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            fbt.train(**{**TINY, "steps": 100000, "eval_every": 0}, out_dir=str(tmp_path / "n"), verbose=False)
+    finally:
+        timer.cancel()
+    assert 1 <= len(read_jsonl(tmp_path / "n" / "train.jsonl")) < 100000
+    assert (tmp_path / "n" / "checkpoint" / "model.safetensors").exists()
+
+
 def test_bad_fields_are_refused_naming_them(tmp_path):
     with pytest.raises(ValueError, match="steps"):
         fbt.train(**{**TINY, "steps": -1}, out_dir=str(tmp_path / "n"), verbose=False)

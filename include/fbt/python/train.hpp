@@ -5,7 +5,8 @@
 // Keyword values become the command's flag text (bool -> true/false, numbers by repr, lists joined by
 // commas, dicts as JSON), so `fbt.train(steps=20, data="task:running_sum")` is `fbt train --steps 20 --data
 // task:running_sum` and trains bit for bit the same weights. The GIL is released while the trainer runs and
-// taken back for the callback; Ctrl-C (Python's SIGINT flag, checked after every step) and an exception in
+// taken back for the callback; Ctrl-C (Python's SIGINT flag, checked after every step; without a callback
+// every 20 ms at most, in the main thread only: InterruptCheck) and an exception in
 // the callback stop the run the way a stop signal stops the command: the step under way finishes, its
 // checkpoint is written, then the exception reaches the caller.
 //   fbt.evaluate(checkpoint, ...)   a run's evaluation (Trainer::evaluate) as the dict eval.jsonl holds
@@ -131,14 +132,22 @@ template <class Fusers, class Blocks> void bind_train(nb::module_& m) {
         cli::TrainHooks h;
         h.stop_handlers = false;  // Python keeps its own SIGINT handler: its flag is checked after every step
         h.out = verbose ? stderr : nullptr;
+        InterruptCheck interrupt;  // without a callback: Ctrl-C checked in the main thread only, every 20 ms at most
         h.on_step = [&](const StepReport& r) {
+          if (callback.is_none()) {  // no Python to run: the GIL only for the Ctrl-C check
+            try {
+              interrupt();
+            } catch (...) {
+              failure = std::current_exception();
+              return false;
+            }
+            return true;
+          }
           nb::gil_scoped_acquire gil;
           try {
             if (PyErr_CheckSignals() != 0) throw nb::python_error();
-            if (!callback.is_none()) {
-              nb::object go_on = callback(r.step, r);
-              if (go_on.is(nb::bool_(false))) return false;
-            }
+            nb::object go_on = callback(r.step, r);
+            if (go_on.is(nb::bool_(false))) return false;
           } catch (...) {
             failure = std::current_exception();
             return false;
