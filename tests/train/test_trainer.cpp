@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <tuple>
 
 #include "fbt/train/trainer.hpp"
@@ -176,6 +177,49 @@ TEST(Trainer, RunWritesLogsAndCheckpoint) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/checkpoint/train_state.safetensors"));
   const Model<float> m = load_model<Model<float>>(dir + "/checkpoint/model.safetensors");
   EXPECT_EQ(std::memcmp(m.params.values(), t.model.params.values(), m.params.size() * sizeof(float)), 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Trainer, StepObserverSeesEveryStepAndItsFalseStopsWithACheckpoint) {
+  const std::string dir = temp_dir("observer");
+  TrainConfig c = tiny(dir + "/straight");
+  c.seq_eval_windows = 0, c.monitor_passes = 0;
+  Trainer<Model<float>> straight(c);
+  std::vector<std::vector<double>> seen;
+  straight.on_step = [&](const StepReport& r) {
+    EXPECT_EQ(r.step, long(seen.size()));
+    seen.push_back(r.loss);
+    return true;
+  };
+  straight.run(nullptr);
+  ASSERT_EQ(seen.size(), 8u);
+  EXPECT_FALSE(straight.stopped_by_observer);
+
+  c.out_dir = dir + "/stopped";
+  Trainer<Model<float>> stopped(c);
+  int calls = 0;
+  stopped.on_step = [&](const StepReport& r) {
+    ++calls;
+    EXPECT_EQ(r.loss, seen[std::size_t(r.step)]) << "the observer gets the step's own losses (step " << r.step << ")";
+    return r.step < 2;  // false after the third step
+  };
+  stopped.run(nullptr);
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(stopped.step, 3);
+  EXPECT_TRUE(stopped.stopped_by_observer);
+  EXPECT_EQ(stopped.stopped_by, 0) << "no signal stopped it";
+  auto resumed = Trainer<Model<float>>::resume(dir + "/stopped/checkpoint");
+  EXPECT_EQ(resumed->step, 3) << "the checkpoint is the stopping step's";
+  resumed->run(nullptr);
+  EXPECT_TRUE(same_bits(straight.model.params, resumed->model.params)) << "stopped by the observer + resume = one run";
+
+  Trainer<Model<float>> thrown(tiny(dir + "/thrown"));
+  thrown.on_step = [](const StepReport& r) -> bool {
+    if (r.step == 1) throw std::runtime_error("observer failed");
+    return true;
+  };
+  EXPECT_THROW(thrown.run(nullptr), std::runtime_error);
+  EXPECT_EQ(thrown.step, 2) << "the exception leaves run() right after the observer's step";
   std::filesystem::remove_all(dir);
 }
 

@@ -40,6 +40,102 @@ template <class... X> void print_pieces(const char* kind, TypeList<X...>) {
   (print_options(kind, X::name, declared_options<X>()), ...);
 }
 
+/// What a run of `fbt train` ended with (run_train).
+struct TrainOutcome {
+  int rc = 0;                        ///< the command's exit status: 0, or 128 + the signal that stopped it
+  long step = 0;                     ///< optimizer steps taken (the step of out_dir/checkpoint)
+  long steps = 0;                    ///< the run's steps (its config's)
+  std::vector<double> loss;          ///< (K) the last step's loss of each pass (empty: no step was taken)
+  std::string out_dir;               ///< the run's directory; its checkpoint is out_dir/checkpoint
+  bool stopped_by_observer = false;  ///< TrainHooks::on_step returned false (Trainer::stopped_by_observer)
+};
+
+/// How a program runs `fbt train` (run_train): an observer of every step (Trainer::on_step: false stops
+/// the run with a checkpoint), whether the command's SIGTERM/SIGINT handlers are installed (a host with
+/// its own, such as Python, says no and stops the run through on_step) and where progress goes (null: nowhere).
+struct TrainHooks {
+  std::function<bool(const StepReport&)> on_step;
+  bool stop_handlers = true;
+  std::FILE* out = stderr;
+};
+
+/// \brief `fbt train` with its options `a` (the flags without "--": config, resume, device, preset and
+/// every TrainConfig field): the same config, checks, run directory, lock and trainer as the command,
+/// which is this function plus its help text. Throws fbt::Error as the command refuses.
+template <class Fusers, class Blocks> TrainOutcome run_train(Args a, const TrainHooks& h = {}) {
+  TrainOutcome o;
+  auto watch = [&](auto& t) {  // the last step's losses, then the program's observer
+    t.on_step = [&o, &h](const StepReport& r) {
+      o.loss = r.loss;
+      return !h.on_step || h.on_step(r);
+    };
+  };
+  auto outcome = [&](const auto& t) {
+    o.rc = t.stopped_by ? 128 + t.stopped_by : 0;
+    o.step = t.step, o.steps = t.cfg.steps, o.out_dir = t.cfg.out_dir, o.stopped_by_observer = t.stopped_by_observer;
+  };
+  const std::string resume = take(a, "resume", ""), config = take(a, "config", ""), device = take(a, "device", "cpu");
+  with_device(device, [](auto) {});  // an unknown device (or cuda in a build without it) is refused before anything starts
+  if (!resume.empty()) {
+    static const char* allowed[] = {"steps",        "eval_every",       "checkpoint_every", "out_dir",     "progress",
+                                    "eval_windows", "seq_eval_windows", "monitor_passes",   "max_memory_gb", "distributed",
+                                    "dist_check_every", "dist_overlap",     "dist_bucket_mb"};
+    for (const auto& kv : a)
+      if (std::find_if(std::begin(allowed), std::end(allowed), [&](const char* s) { return kv.first == s; }) == std::end(allowed))
+        throw Error("fbt train --resume: --" + detail::excerpt(kv.first) +
+                    " would change the run's math; only steps, cadence, output options and max_memory_gb may change");
+    const TrainConfig rec = read_train_config(resume);
+    std::string out_dir = rec.out_dir;
+    bool progress = rec.progress;
+    for (const auto& kv : a) {
+      if (kv.first == "out_dir") out_dir = kv.second;
+      if (kv.first == "progress") progress = detail::parse_bool("progress", kv.second);
+    }
+    const auto lock = lock_out_dir(out_dir, a, rec.distributed);
+    if (h.stop_handlers) install_stop_handlers();
+    with_device(device, [&](auto be_tag) {
+      with_model<float, Fusers, Blocks>(rec.model, [&](auto tag) {
+        using M = typename decltype(tag)::type;
+        auto t = Trainer<M, typename decltype(be_tag)::type>::resume(resume, [&](TrainConfig& c) {
+          const long before = c.steps;
+          for (const auto& kv : a) set_config_field(c, kv.first, kv.second);
+          if (c.steps != before)
+            std::fprintf(stderr, "note: steps %ld -> %ld also moves the LR schedule and the feedback start (both are set by the run's length)\n",
+                         before, c.steps);
+        });
+        attach_distributed(*t, t->cfg.distributed);
+        if (t->communicator().rank() == 0) std::fprintf(stderr, "resumed from %s at step %ld\n", resume.c_str(), t->step);
+        g_progress_started = progress;
+        watch(*t);
+        t->run(h.out);
+        outcome(*t);
+      });
+    });
+    return o;
+  }
+  // the preset, the checkpoint's stack (--init_from), the config file, the flags; a baseline made single-pass
+  TrainConfig c = make_train_config(config, a, [](const std::string& ck) { return cli::checkpoint_config_any_vocab(ck); });
+  check_train_memory(c);  // before anything is allocated: a config far too large is refused with its estimate
+  g_memory_estimate = detail::fmt_bytes(estimate_train_memory(c).total()) + " (parameters, optimizer state, step activations and data)";
+  validate(c);
+  // out_dir created and locked before the data and the model are set up: a bad one is one line, at once
+  const auto lock = lock_out_dir(c.out_dir, {}, c.distributed);
+  if (h.stop_handlers) install_stop_handlers();  // SIGTERM, SIGINT: the step under way finishes, a checkpoint is written
+  resolve_data_path(c);   // the run's record names its corpus by absolute path (eval works from anywhere)
+  with_device(device, [&](auto be_tag) {
+    with_model<float, Fusers, Blocks>(c.model, [&](auto tag) {
+      Trainer<typename decltype(tag)::type, typename decltype(be_tag)::type> t(c);
+      attach_distributed(t, c.distributed);
+      g_progress_started = c.progress;
+      watch(t);
+      t.run(h.out);
+      outcome(t);
+    });
+  });
+  return o;
+}
+
+/// `fbt train`: its help text, or run_train.
 template <class Fusers, class Blocks> int cmd_train(Args a) {
   if (wants_help(a)) {
     std::printf(
@@ -70,65 +166,7 @@ template <class Fusers, class Blocks> int cmd_train(Args a) {
     }
     return 0;
   }
-  const std::string resume = take(a, "resume", ""), config = take(a, "config", ""), device = take(a, "device", "cpu");
-  with_device(device, [](auto) {});  // an unknown device (or cuda in a build without it) is refused before anything starts
-  if (!resume.empty()) {
-    static const char* allowed[] = {"steps",        "eval_every",       "checkpoint_every", "out_dir",     "progress",
-                                    "eval_windows", "seq_eval_windows", "monitor_passes",   "max_memory_gb", "distributed",
-                                    "dist_check_every", "dist_overlap",     "dist_bucket_mb"};
-    for (const auto& kv : a)
-      if (std::find_if(std::begin(allowed), std::end(allowed), [&](const char* s) { return kv.first == s; }) == std::end(allowed))
-        throw Error("fbt train --resume: --" + detail::excerpt(kv.first) +
-                    " would change the run's math; only steps, cadence, output options and max_memory_gb may change");
-    const TrainConfig rec = read_train_config(resume);
-    std::string out_dir = rec.out_dir;
-    bool progress = rec.progress;
-    for (const auto& kv : a) {
-      if (kv.first == "out_dir") out_dir = kv.second;
-      if (kv.first == "progress") progress = detail::parse_bool("progress", kv.second);
-    }
-    const auto lock = lock_out_dir(out_dir, a, rec.distributed);
-    install_stop_handlers();
-    int rc = 0;
-    with_device(device, [&](auto be_tag) {
-      with_model<float, Fusers, Blocks>(rec.model, [&](auto tag) {
-        using M = typename decltype(tag)::type;
-        auto t = Trainer<M, typename decltype(be_tag)::type>::resume(resume, [&](TrainConfig& c) {
-          const long before = c.steps;
-          for (const auto& kv : a) set_config_field(c, kv.first, kv.second);
-          if (c.steps != before)
-            std::fprintf(stderr, "note: steps %ld -> %ld also moves the LR schedule and the feedback start (both are set by the run's length)\n",
-                         before, c.steps);
-        });
-        attach_distributed(*t, t->cfg.distributed);
-        if (t->communicator().rank() == 0) std::fprintf(stderr, "resumed from %s at step %ld\n", resume.c_str(), t->step);
-        g_progress_started = progress;
-        t->run(stderr);
-        rc = t->stopped_by ? 128 + t->stopped_by : 0;
-      });
-    });
-    return rc;
-  }
-  // the preset, the checkpoint's stack (--init_from), the config file, the flags; a baseline made single-pass
-  TrainConfig c = make_train_config(config, a, [](const std::string& ck) { return cli::checkpoint_config_any_vocab(ck); });
-  check_train_memory(c);  // before anything is allocated: a config far too large is refused with its estimate
-  g_memory_estimate = detail::fmt_bytes(estimate_train_memory(c).total()) + " (parameters, optimizer state, step activations and data)";
-  validate(c);
-  // out_dir created and locked before the data and the model are set up: a bad one is one line, at once
-  const auto lock = lock_out_dir(c.out_dir, {}, c.distributed);
-  install_stop_handlers();  // SIGTERM, SIGINT: the step under way finishes, a checkpoint is written
-  resolve_data_path(c);   // the run's record names its corpus by absolute path (eval works from anywhere)
-  int rc = 0;
-  with_device(device, [&](auto be_tag) {
-    with_model<float, Fusers, Blocks>(c.model, [&](auto tag) {
-      Trainer<typename decltype(tag)::type, typename decltype(be_tag)::type> t(c);
-      attach_distributed(t, c.distributed);
-      g_progress_started = c.progress;
-      t.run(stderr);
-      rc = t.stopped_by ? 128 + t.stopped_by : 0;
-    });
-  });
-  return rc;
+  return run_train<Fusers, Blocks>(std::move(a)).rc;
 }
 
 // ------------------------------------------------------------------------------------------- eval

@@ -8,6 +8,7 @@
 // NorMuon the matrices' matrix_lr times the same schedule multiplier: train/muon.hpp). Every random draw comes from two Rngs (data, schedule) whose states
 // are saved with the checkpoint, so `N steps` and `N/2 + save + resume + N/2` give the same weights bit
 // for bit. A non-finite loss or gradient stops training with a message naming the step and the pass.
+// A program watches the run step by step through on_step (e.g. fbt's Python callback), which may stop it.
 // Files in out_dir: train.jsonl (every step), eval.jsonl (every evaluation), checkpoint/model.safetensors
 // (weights, Qwen3 names, config in the metadata) and checkpoint/train_state.safetensors (AdamW moments,
 // step, NorMuon's row moments, RNG states, token counters, the optimizer's name, the run's config), each
@@ -25,6 +26,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <random>
@@ -278,6 +280,12 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
   double tokens = 0;           ///< training tokens seen
   double compute_tokens = 0;   ///< tokens x passes (token-equivalent compute)
   std::atomic<long>* progress_counter = nullptr;  ///< if set, run() stores `step` here after every step (for a watcher thread)
+  /// \brief If set, run() calls it after every step with the step's report (on every rank), before the
+  /// step's evaluation and checkpoint. Returning false stops the run as a stop signal does: this step's
+  /// checkpoint is written, stopped_by_observer is set and run() returns (resume() continues from there).
+  /// An exception it throws leaves run() at once (the checkpoint is the last one written).
+  std::function<bool(const StepReport&)> on_step;
+  bool stopped_by_observer = false;  ///< run() returned because on_step returned false
 
   /// \brief Trains on a data source of the program's own (not the one cfg.data names). Its describe() is
   /// recorded with every checkpoint, and resume() asks for the same source again (an explicit argument):
@@ -661,6 +669,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
         std::fflush(out);
       }
       const bool last = step == cfg.steps;
+      const bool observer_go_on = !on_step || on_step(r);
       if (comm_->size() > 1 && ((cfg.dist_check_every > 0 && step % cfg.dist_check_every == 0) || last)) check_same_parameters();
       if (lead && ((cfg.eval_every > 0 && step % cfg.eval_every == 0) || last)) {
         const EvalReport e = evaluate();
@@ -679,11 +688,12 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
           std::fprintf(out, "\n");
         }
       }
-      // a stop signal (SIGTERM, SIGINT): this step is done; a checkpoint of it, then return. Every rank
-      // stops at the same step (the signal may reach the ranks at different times).
-      double stop = double(stop_signal().load());
-      if (comm_->size() > 1) comm_->allreduce_sum(&stop, 1);
-      if ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || last || stop != 0) {
+      // a stop signal (SIGTERM, SIGINT) or the observer's false: this step is done; a checkpoint of it,
+      // then return. Every rank stops at the same step (the signal may reach the ranks at different times).
+      double stops[2] = {double(stop_signal().load()), observer_go_on ? 0.0 : 1.0};  // (signal, observer)
+      if (comm_->size() > 1) comm_->allreduce_sum(stops, 2);
+      const bool stop = stops[0] != 0 || stops[1] != 0;
+      if ((cfg.checkpoint_every > 0 && step % cfg.checkpoint_every == 0) || last || stop) {
         std::string err;
         if (lead) {
           try {
@@ -695,11 +705,13 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
         comm_->agree(err.empty(), err);  // every rank stops when rank 0 cannot write the checkpoint
       }
       if (lead) log.flush();
-      if (stop != 0) stopped_by = stop_signal().load() != 0 ? stop_signal().load() : SIGTERM;
-      if (stop != 0 && !last) {
+      if (stops[0] != 0) stopped_by = stop_signal().load() != 0 ? stop_signal().load() : SIGTERM;
+      if (stops[1] != 0) stopped_by_observer = true;
+      if (stop && !last) {
         if (out)
           std::fprintf(out, "%sfbt train: %s: stopped after step %ld of %ld; checkpoint in %s/checkpoint (continue with --resume %s/checkpoint)\n",
-                       cfg.progress ? "\n" : "", signal_name(stopped_by).c_str(), step, cfg.steps, cfg.out_dir.c_str(), cfg.out_dir.c_str());
+                       cfg.progress ? "\n" : "", stops[0] != 0 ? signal_name(stopped_by).c_str() : "the step observer", step, cfg.steps,
+                       cfg.out_dir.c_str(), cfg.out_dir.c_str());
         return;
       }
     }

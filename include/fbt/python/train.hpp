@@ -1,0 +1,251 @@
+// fbt/python/train.hpp: the training half of fbt's Python module (docs/python.md, "Training"):
+//   fbt.train(config=None, callback=None, verbose=True, **fields)   the `fbt train` command (cli/train.hpp
+//       run_train: the same config, presets, data, run directory and trainer), a callback after every step
+//   fbt.StepReport, fbt.TrainResult                                  what the callback and train() get
+// Keyword values become the command's flag text (bool -> true/false, numbers by repr, lists joined by
+// commas, dicts as JSON), so `fbt.train(steps=20, data="task:running_sum")` is `fbt train --steps 20 --data
+// task:running_sum` and trains bit for bit the same weights. The GIL is released while the trainer runs and
+// taken back for the callback; Ctrl-C (Python's SIGINT flag, checked after every step; without a callback
+// every 20 ms at most, in the main thread only: InterruptCheck) and an exception in
+// the callback stop the run the way a stop signal stops the command: the step under way finishes, its
+// checkpoint is written, then the exception reaches the caller.
+//   fbt.evaluate(checkpoint, ...)   a run's evaluation (Trainer::evaluate) as the dict eval.jsonl holds
+//   fbt.probe(checkpoint=..., ...)  the `fbt probe` command (cli/probe.hpp), its --out JSON as a dict
+#pragma once
+
+#include <exception>
+#include <string>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "../cli/probe.hpp"
+#include "../cli/train.hpp"
+
+namespace fbt {
+namespace python {
+
+namespace nb = nanobind;
+
+/// What fbt.train returns: the run's directory and checkpoint, its steps and the last step's losses.
+struct TrainResult {
+  std::string out_dir;             ///< the run's directory (train.jsonl, eval.jsonl, checkpoint/)
+  std::string checkpoint;          ///< out_dir/checkpoint: fbt.Model.load and fbt.train(resume=...) read it
+  long step = 0;                   ///< optimizer steps taken
+  long steps = 0;                  ///< the run's configured steps
+  std::vector<double> loss;        ///< (K) the last step's loss of each pass
+  bool stopped = false;            ///< the callback returned False before the last step
+};
+
+namespace detail {
+/// \brief A keyword's value as the text of the command's flag --name: bool "true"/"false", int and float
+/// by Python's repr (which reads back exactly), str and os.PathLike as they are, a list or tuple joined by
+/// commas (per-layer lists, eval_lengths), a dict as JSON (fuser_options). Anything else: TypeError
+/// naming the keyword.
+inline std::string flag_text(const std::string& name, nb::handle v) {
+  if (nb::isinstance<nb::bool_>(v)) return nb::cast<bool>(v) ? "true" : "false";
+  if (nb::isinstance<nb::int_>(v) || nb::isinstance<nb::float_>(v)) return nb::cast<std::string>(nb::repr(v));
+  if (nb::isinstance<nb::str>(v)) return nb::cast<std::string>(v);
+  if (nb::hasattr(v, "__fspath__")) return nb::cast<std::string>(nb::module_::import_("os").attr("fspath")(v));
+  if (nb::isinstance<nb::list>(v) || nb::isinstance<nb::tuple>(v)) {
+    std::string s;
+    for (nb::handle x : v) {
+      if (!(nb::isinstance<nb::int_>(x) || nb::isinstance<nb::float_>(x) || nb::isinstance<nb::str>(x)) || nb::isinstance<nb::bool_>(x))
+        throw nb::type_error(("fbt.train: " + name + ": a list's items must be numbers or strings, got " +
+                              nb::cast<std::string>(nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(x.ptr())))))).c_str());
+      s += (s.empty() ? "" : ",") + flag_text(name, x);
+    }
+    return s;
+  }
+  if (nb::isinstance<nb::dict>(v)) return nb::cast<std::string>(nb::module_::import_("json").attr("dumps")(v));
+  throw nb::type_error(("fbt.train: " + name + " must be a bool, number, string, path, list or dict, got " +
+                        nb::cast<std::string>(nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(v.ptr())))))).c_str());
+}
+
+/// The command's options from fbt.train's arguments: config (a JSON file's path, as --config, or a dict of
+/// fields), then the keywords (which win over the dict's fields, as flags win over a config file).
+inline cli::Args train_args(nb::handle config, const nb::kwargs& kw) {
+  cli::Args a;
+  auto add = [&](const std::string& k, nb::handle v) {
+    if (v.is_none()) return;  // None: the field's default
+    for (auto& kv : a)
+      if (kv.first == k) {
+        kv.second = flag_text(k, v);
+        return;
+      }
+    a.push_back({k, flag_text(k, v)});
+  };
+  if (nb::isinstance<nb::dict>(config)) {
+    for (auto [k, v] : nb::borrow<nb::dict>(config)) add(nb::cast<std::string>(nb::str(k)), v);
+  } else if (!config.is_none()) {
+    if (!(nb::isinstance<nb::str>(config) || nb::hasattr(config, "__fspath__")))
+      throw nb::type_error("fbt.train: config must be None, a dict of fields or the path of a JSON config file");
+    add("config", config);
+  }
+  for (auto [k, v] : kw) add(nb::cast<std::string>(k), v);
+  return a;
+}
+/// The keywords as the options of a command (fbt.probe): each keyword is the flag of that name.
+inline cli::Args command_args(const nb::kwargs& kw) {
+  cli::Args a;
+  for (auto [k, v] : kw)
+    if (!v.is_none()) a.push_back({nb::cast<std::string>(k), flag_text(nb::cast<std::string>(k), v)});
+  return a;
+}
+}  // namespace detail
+
+/// \brief Adds fbt.train, fbt.StepReport and fbt.TrainResult to module `m`, over the fusers and blocks of
+/// the type lists (those of the module's fbt.Model; cli.hpp's cli_main uses the same lists).
+template <class Fusers, class Blocks> void bind_train(nb::module_& m) {
+  using namespace nb::literals;
+  nb::class_<StepReport>(m, "StepReport", "One training step as the callback of fbt.train sees it (the line train.jsonl gets).")
+      .def_ro("step", &StepReport::step, "the step just taken (0-based)")
+      .def_ro("K", &StepReport::K, "the passes the schedule drew for it")
+      .def_ro("loss", &StepReport::loss, "(K) the loss of each pass, pass 1 first (mean over micro-batches)")
+      .def_ro("lr", &StepReport::lr, "the learning rate of the step")
+      .def_ro("grad_norm", &StepReport::grad_norm, "the global gradient norm before clipping")
+      .def_ro("seconds", &StepReport::seconds, "the step's wall time")
+      .def("__repr__", [](const StepReport& r) {
+        std::string s = "StepReport(step=" + std::to_string(r.step) + ", K=" + std::to_string(r.K) + ", loss=[";
+        for (std::size_t i = 0; i < r.loss.size(); ++i) s += (i ? ", " : "") + fbt::detail::num(r.loss[i]);
+        return s + "])";
+      });
+  nb::class_<TrainResult>(m, "TrainResult", "What fbt.train returns.")
+      .def_ro("out_dir", &TrainResult::out_dir, "the run's directory (train.jsonl, eval.jsonl, checkpoint/)")
+      .def_ro("checkpoint", &TrainResult::checkpoint, "out_dir/checkpoint (fbt.Model.load, fbt.train(resume=...))")
+      .def_ro("step", &TrainResult::step, "optimizer steps taken")
+      .def_ro("steps", &TrainResult::steps, "the run's configured steps")
+      .def_ro("loss", &TrainResult::loss, "(K) the last step's loss of each pass")
+      .def_ro("stopped", &TrainResult::stopped, "True when the callback returned False before the last step")
+      .def("__repr__", [](const TrainResult& r) {
+        return "TrainResult(out_dir='" + r.out_dir + "', step=" + std::to_string(r.step) + "/" + std::to_string(r.steps) +
+               (r.stopped ? ", stopped" : "") + ")";
+      });
+  m.def(
+      "train",
+      [](nb::object config, nb::object callback, bool verbose, nb::kwargs kw) {
+        cli::Args a = detail::train_args(config, kw);
+        if (!callback.is_none() && !PyCallable_Check(callback.ptr())) throw nb::type_error("fbt.train: callback must be callable (step, report) or None");
+        std::exception_ptr failure;  // the callback's exception or KeyboardInterrupt, raised once the checkpoint is written
+        cli::TrainHooks h;
+        h.stop_handlers = false;  // Python keeps its own SIGINT handler: its flag is checked after every step
+        h.out = verbose ? stderr : nullptr;
+        InterruptCheck interrupt;  // without a callback: Ctrl-C checked in the main thread only, every 20 ms at most
+        h.on_step = [&](const StepReport& r) {
+          if (callback.is_none()) {  // no Python to run: the GIL only for the Ctrl-C check
+            try {
+              interrupt();
+            } catch (...) {
+              failure = std::current_exception();
+              return false;
+            }
+            return true;
+          }
+          nb::gil_scoped_acquire gil;
+          try {
+            if (PyErr_CheckSignals() != 0) throw nb::python_error();
+            nb::object go_on = callback(r.step, r);
+            if (go_on.is(nb::bool_(false))) return false;
+          } catch (...) {
+            failure = std::current_exception();
+            return false;
+          }
+          return true;
+        };
+        cli::TrainOutcome o;
+        {
+          nb::gil_scoped_release nogil;
+          o = cli::run_train<Fusers, Blocks>(std::move(a), h);
+        }
+        if (failure) std::rethrow_exception(failure);
+        TrainResult r;
+        r.out_dir = o.out_dir, r.checkpoint = o.out_dir + "/checkpoint", r.step = o.step, r.steps = o.steps, r.loss = o.loss;
+        r.stopped = o.stopped_by_observer && o.step < o.steps;
+        return r;
+      },
+      "config"_a = nb::none(), "callback"_a = nb::none(), "verbose"_a = true, "fields"_a,
+      "train(config=None, callback=None, verbose=True, **fields) -> TrainResult\n\n"
+      "Runs the library's trainer exactly as `fbt train` does (presets, tasks, token and text files, out_dir,\n"
+      "resume): each keyword is the command's flag of that name (`fbt train --help` lists them), e.g.\n"
+      "fbt.train(preset='v1', data='task:running_sum', steps=20, out_dir='runs/rs'). config: the path of a JSON\n"
+      "config file (--config) or a dict of fields (keywords win over it; options of a piece as 'fuser.rank').\n"
+      "resume='runs/rs/checkpoint' continues a run bit for bit (then only steps, cadence and output may change).\n"
+      "callback(step, report) runs after every step (report: fbt.StepReport, report.loss = per-pass losses);\n"
+      "returning False stops the run with a checkpoint of that step; an exception (and Ctrl-C) stops it the same\n"
+      "way and is raised after the checkpoint is written. verbose=False silences the progress lines.\n"
+      "Raises ValueError (fbt.Error) for a bad field, naming it.");
+
+  m.def(
+      "evaluate",
+      [](const std::string& checkpoint, nb::object eval_windows, nb::object seq_eval_windows, nb::object monitor_passes) {
+        nlohmann::json j;
+        {
+          std::vector<std::pair<std::string, std::string>> set;  // the evaluation's cadence fields a resumed run may change
+          auto opt = [&](const char* name, const nb::object& v) {
+            if (!v.is_none()) set.push_back({name, detail::flag_text(name, v)});
+          };
+          opt("eval_windows", eval_windows), opt("seq_eval_windows", seq_eval_windows), opt("monitor_passes", monitor_passes);
+          nb::gil_scoped_release nogil;
+          const TrainConfig rec = read_train_config(checkpoint);
+          with_model<float, Fusers, Blocks>(rec.model, [&](auto tag) {
+            using M = typename decltype(tag)::type;
+            auto t = Trainer<M>::resume(checkpoint, [&](TrainConfig& c) {
+              for (const auto& [k, v] : set) set_config_field(c, k, v);
+            });
+            const EvalReport e = t->evaluate();
+            j = eval_losses_json(e);
+            j["step"] = e.step, j["tokens"] = e.tokens, j["compute_tokens"] = t->compute_tokens;
+          });
+        }
+        return nb::borrow<nb::dict>(nb::module_::import_("json").attr("loads")(j.dump()));
+      },
+      "checkpoint"_a, "eval_windows"_a = nb::none(), "seq_eval_windows"_a = nb::none(), "monitor_passes"_a = nb::none(),
+      "evaluate(checkpoint, eval_windows=None, seq_eval_windows=None, monitor_passes=None) -> dict\n\n"
+      "The evaluation a training run makes (Trainer::evaluate), of the checkpoint directory a run of fbt train\n"
+      "or fbt.train wrote, on that run's data: the dict the run's eval.jsonl holds (val_loss per pass,\n"
+      "seq_loss_standard, seq_loss_soft, optimal_loss, seq_optimal_loss where known, contraction {loss, delta},\n"
+      "loss_by_position, step, tokens, compute_tokens). The evaluation's sizes default to the run's own;\n"
+      "the run's last line of eval.jsonl is this function's result for its final checkpoint, number for number.");
+
+  m.def(
+      "probe",
+      [](nb::kwargs kw) {
+        cli::Args a = detail::command_args(kw);
+        std::string out;
+        for (const auto& kv : a)
+          if (kv.first == "out") out = kv.second;
+        nb::object tmp;
+        if (out.empty()) {  // the command's JSON goes to a temporary file, read back and removed
+          nb::object t = nb::module_::import_("tempfile").attr("mkstemp")(".json", "fbt_probe_");
+          nb::module_::import_("os").attr("close")(t[0]);
+          out = nb::cast<std::string>(t[1]);
+          tmp = t[1];
+          a.push_back({"out", out});
+        }
+        struct Remove {  // the temporary file goes whatever happens
+          nb::object path;
+          ~Remove() {
+            if (path.is_valid()) nb::module_::import_("os").attr("remove")(path);
+          }
+        } remove{tmp};
+        {
+          nb::gil_scoped_release nogil;
+          cli::cmd_probe<Fusers, Blocks>(std::move(a));
+        }
+        nb::object f = nb::module_::import_("builtins").attr("open")(out);
+        nb::object j = nb::module_::import_("json").attr("load")(f);
+        f.attr("close")();
+        return nb::borrow<nb::dict>(j);
+      },
+      "options"_a,
+      "probe(checkpoint=..., items=... | task=..., prefill='standard,fused(1),recurrent', folds=4, l2=1, seed=1, out=None, ...) -> dict\n\n"
+      "The `fbt probe` command (`fbt probe --help` lists its options; each keyword is the flag of that name, lists\n"
+      "as [..] or 'a,b'): linear probes per (prefill, depth) of a checkpoint. Returns the JSON the command writes\n"
+      "with --out (cells with mode, setting, depth, accuracy and its 95% interval, chance, ...); out=PATH also\n"
+      "keeps the file. The command's table is printed on stdout.");
+}
+
+}  // namespace python
+}  // namespace fbt

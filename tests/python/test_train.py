@@ -1,0 +1,153 @@
+"""fbt.train, its callback and Ctrl-C, fbt.evaluate and fbt.probe against the `fbt` command (docs/python.md)."""
+import json
+import os
+import signal
+import subprocess
+import threading
+
+import pytest
+
+import fbt
+from conftest import cli_path
+
+# a tiny run: 20 steps of 4 x 32 tokens of task:running_sum, feedback from step 5 on (K = 2 or 3)
+TINY = dict(data="task:running_sum", steps=20, batch_size=4, seq_len=32, hidden_size=32, num_hidden_layers=2,
+            num_attention_heads=2, num_key_value_heads=1, intermediate_size=64, max_position_embeddings=64,
+            feedback_start=0.25, warmup_steps=4, eval_every=10, eval_windows=2, seq_eval_windows=1,
+            monitor_passes=3, progress=False)
+
+
+def fbt_command():
+    """The `fbt` command of this build (FBT_CLI), or skip: the comparisons need it."""
+    path = cli_path()
+    if path is None:
+        pytest.skip("the fbt command is not built (target fbt_cli; FBT_CLI names it): no bit-for-bit comparison")
+    return path
+
+
+def flags(d):
+    out = []
+    for k, v in d.items():
+        out += [f"--{k}", ("true" if v else "false") if isinstance(v, bool) else str(v)]
+    return out
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def test_train_equals_the_command_step_for_step(tmp_path):
+    cli = fbt_command()
+    subprocess.run([cli, "train", *flags(TINY), "--out_dir", str(tmp_path / "cli")], check=True, capture_output=True)
+    seen = []
+    r = fbt.train(**TINY, out_dir=str(tmp_path / "py"), verbose=False, callback=lambda step, rep: seen.append((step, list(rep.loss))))
+    assert r.step == r.steps == 20 and not r.stopped
+    cli_log = read_jsonl(tmp_path / "cli" / "train.jsonl")
+    py_log = read_jsonl(tmp_path / "py" / "train.jsonl")
+    assert [j["loss"] for j in py_log] == [j["loss"] for j in cli_log], "the same losses, bit for bit"
+    assert [s for s, _ in seen] == list(range(20))
+    assert [l for _, l in seen] == [j["loss"] for j in cli_log], "the callback gets each step's losses"
+    assert r.loss == cli_log[-1]["loss"]
+    assert any(j["K"] > 1 for j in cli_log), "the run must reach the fed-back passes"
+    assert read_jsonl(tmp_path / "py" / "eval.jsonl") == read_jsonl(tmp_path / "cli" / "eval.jsonl"), "the evaluations too"
+    a = (tmp_path / "cli" / "checkpoint" / "model.safetensors").read_bytes()
+    b = (tmp_path / "py" / "checkpoint" / "model.safetensors").read_bytes()
+    assert a == b, "the same weights, bit for bit"
+
+
+def test_callback_false_stops_with_a_checkpoint_and_resume_continues(tmp_path):
+    straight = fbt.train(**TINY, out_dir=str(tmp_path / "a"), verbose=False)
+    r = fbt.train(**TINY, out_dir=str(tmp_path / "b"), verbose=False, callback=lambda step, rep: step < 6)
+    assert r.stopped and r.step == 7, "False after step 6 (0-based): 7 steps taken"
+    assert len(read_jsonl(tmp_path / "b" / "train.jsonl")) == 7
+    rest = fbt.train(resume=r.checkpoint, verbose=False)
+    assert rest.step == 20 and not rest.stopped
+    losses = lambda d: [j["loss"] for j in read_jsonl(tmp_path / d / "train.jsonl")]
+    assert losses("b") == losses("a"), "the stopped run's log, continued, is the straight run's"
+    assert rest.loss == straight.loss
+    a = (tmp_path / "a" / "checkpoint" / "model.safetensors").read_bytes()
+    b = (tmp_path / "b" / "checkpoint" / "model.safetensors").read_bytes()
+    assert a == b, "stopped + resumed = one run"
+
+
+def test_an_exception_in_the_callback_stops_the_run_and_is_raised(tmp_path):
+    def boom(step, rep):
+        if step == 3:
+            raise RuntimeError("from the callback")
+    with pytest.raises(RuntimeError, match="from the callback"):
+        fbt.train(**TINY, out_dir=str(tmp_path / "x"), verbose=False, callback=boom)
+    st = fbt.evaluate(str(tmp_path / "x" / "checkpoint"), seq_eval_windows=0, monitor_passes=0)
+    assert st["step"] == 4, "the checkpoint is the step the callback stopped"
+
+
+def test_ctrl_c_stops_with_keyboard_interrupt_and_a_checkpoint(tmp_path):
+    long_run = {**TINY, "steps": 100000, "eval_every": 0}
+    started = threading.Event()
+
+    def interrupt():
+        started.wait(30)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    t = threading.Thread(target=interrupt)
+    t.start()
+    with pytest.raises(KeyboardInterrupt):
+        fbt.train(**long_run, out_dir=str(tmp_path / "c"), verbose=False,
+                  callback=lambda step, rep: started.set() if step == 2 else None)
+    t.join()
+    n = len(read_jsonl(tmp_path / "c" / "train.jsonl"))
+    assert 3 <= n < 100000
+    assert (tmp_path / "c" / "checkpoint" / "model.safetensors").exists()
+
+
+def test_ctrl_c_stops_a_run_without_a_callback(tmp_path):
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            fbt.train(**{**TINY, "steps": 100000, "eval_every": 0}, out_dir=str(tmp_path / "n"), verbose=False)
+    finally:
+        timer.cancel()
+    assert 1 <= len(read_jsonl(tmp_path / "n" / "train.jsonl")) < 100000
+    assert (tmp_path / "n" / "checkpoint" / "model.safetensors").exists()
+
+
+def test_bad_fields_are_refused_naming_them(tmp_path):
+    with pytest.raises(ValueError, match="steps"):
+        fbt.train(**{**TINY, "steps": -1}, out_dir=str(tmp_path / "n"), verbose=False)
+    with pytest.raises(ValueError, match="no_such_field"):
+        fbt.train(**TINY, no_such_field=1, out_dir=str(tmp_path / "u"), verbose=False)
+    with pytest.raises(TypeError, match="steps"):
+        fbt.train(**{**TINY, "steps": object()}, out_dir=str(tmp_path / "t"), verbose=False)
+    with pytest.raises(TypeError, match="callback"):
+        fbt.train(**TINY, callback=5, out_dir=str(tmp_path / "c"), verbose=False)
+    with pytest.raises(TypeError, match="config"):
+        fbt.train(config=3, out_dir=str(tmp_path / "k"), verbose=False)
+
+
+def test_config_dict_and_file_are_the_commands_config(tmp_path):
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({k: v for k, v in TINY.items()}))
+    a = fbt.train(config=str(cfg), steps=6, out_dir=str(tmp_path / "f"), verbose=False)
+    b = fbt.train(config=dict(TINY), steps=6, out_dir=str(tmp_path / "d"), verbose=False)
+    assert a.loss == b.loss and a.step == 6
+
+
+def test_evaluate_equals_the_runs_last_evaluation(tmp_path):
+    r = fbt.train(**TINY, out_dir=str(tmp_path / "e"), verbose=False)
+    last = read_jsonl(tmp_path / "e" / "eval.jsonl")[-1]
+    got = fbt.evaluate(r.checkpoint)
+    assert got == last, "number for number"
+
+
+def test_probe_equals_the_commands_json(tmp_path):
+    cli = fbt_command()
+    r = fbt.train(**{**TINY, "max_position_embeddings": 256}, out_dir=str(tmp_path / "p"), verbose=False)
+    opts = dict(task="delayed_memory", prefill="standard,fused(1)", null_lines="0,8", groups=6, folds=2)
+    subprocess.run([cli, "probe", "--checkpoint", r.checkpoint, *flags(opts), "--out", str(tmp_path / "cli.json")],
+                   check=True, capture_output=True)
+    want = json.loads((tmp_path / "cli.json").read_text())
+    got = fbt.probe(checkpoint=r.checkpoint, **{**opts, "prefill": ["standard", "fused(1)"], "null_lines": [0, 8]})
+    assert got == want
+    with pytest.raises(ValueError, match="folds"):
+        fbt.probe(checkpoint=r.checkpoint, task="delayed_memory", folds=1)
