@@ -3,7 +3,7 @@
 # Idempotent: when everything is present it only runs dpkg-query and a python3 import check, and exits.
 # Runs apt-get as root, or through sudo when not root. Set FBT_SETUP_EXTRA="pkg ..." to add packages.
 # The Python package (docs/python.md) needs, for the python3 first on PATH, numpy, pytest, nanobind,
-# scikit-build-core and hypothesis: Debian's packages where they exist, the rest by pip (--user; with
+# scikit-build-core and hypothesis (and matplotlib, for examples/python's loss plot): Debian's packages where they exist, the rest by pip (--user; with
 # --break-system-packages only where pip reports an externally managed Python, PEP 668). FBT_SETUP_PYTHON=0
 # leaves the Python part out.
 set -euo pipefail
@@ -39,7 +39,7 @@ done
 python_part() {
   [[ "${FBT_SETUP_PYTHON:-1}" == "0" ]] && return 0
   command -v python3 >/dev/null 2>&1 || return 0
-  local mods=(numpy pytest nanobind scikit_build_core hypothesis) pips=(numpy pytest nanobind scikit-build-core hypothesis) need=() i
+  local mods=(numpy pytest nanobind scikit_build_core hypothesis matplotlib) pips=(numpy pytest nanobind scikit-build-core hypothesis matplotlib) need=() i
   for i in "${!mods[@]}"; do
     python3 -c "import ${mods[$i]}" >/dev/null 2>&1 || need+=("${pips[$i]}")
   done

@@ -143,8 +143,9 @@ def test_prompt_refusals(fed_model):
 
 
 def test_ctrl_c_stops_a_long_generation_cleanly():
-    m = fbt.Model(dict(num_hidden_layers=4, hidden_size=128, num_attention_heads=4, num_key_value_heads=4,
-                       intermediate_size=256, max_position_embeddings=4096), seed=1)
+    # big enough that 4000 tokens take seconds (a 4-layer D 128 model decodes them in about 0.3 s)
+    m = fbt.Model(dict(num_hidden_layers=8, hidden_size=512, num_attention_heads=8, num_key_value_heads=8,
+                       intermediate_size=1536, max_position_embeddings=4096), seed=1)
     d = fbt.Decoder(m)
     for attempt in range(3):  # the interrupt must land while the call runs: a longer call on a retry
         timer = threading.Timer(0.3, _thread.interrupt_main)
