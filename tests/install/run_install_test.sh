@@ -55,7 +55,7 @@ if [[ "$mode" == own_project ]]; then
   prefix="$work/prefix"
   step "install fbt into $prefix"
   "$cmake_bin" -S "$src" -B "$work/fbt-build" "${common[@]}" -DCMAKE_INSTALL_PREFIX="$prefix" \
-    -DFBT_BUILD_TESTS=OFF -DFBT_BUILD_EXAMPLES=OFF -DFBT_BUILD_BENCHMARKS=OFF -DFBT_BUILD_TOOLS=OFF -DFBT_WITH_CUDA=OFF
+    -DFBT_BUILD_TESTS=OFF -DFBT_BUILD_EXAMPLES=OFF -DFBT_BUILD_BENCHMARKS=OFF -DFBT_BUILD_TOOLS=OFF -DFBT_WITH_CUDA=OFF -DFBT_BUILD_PYTHON=OFF
   "$cmake_bin" --build "$work/fbt-build"
   "$cmake_bin" --install "$work/fbt-build"
   [[ -f "$prefix/include/fbt/cli.hpp" && -f "$prefix/share/cmake/fbt/fbtCliTargets.cmake" ]] || { echo "FAIL: fbt/cli.hpp or fbt::cli was not installed" >&2; exit 1; }
@@ -124,7 +124,7 @@ if [[ "$mode" == find_package ]]; then
   prefix="$work/prefix"
   step "configure fbt from $src"
   "$cmake_bin" -S "$src" -B "$work/fbt-build" "${common[@]}" -DCMAKE_INSTALL_PREFIX="$prefix" \
-    -DFBT_BUILD_TESTS=OFF -DFBT_BUILD_EXAMPLES=OFF -DFBT_BUILD_BENCHMARKS=OFF -DFBT_BUILD_TOOLS=OFF -DFBT_WITH_CUDA=OFF
+    -DFBT_BUILD_TESTS=OFF -DFBT_BUILD_EXAMPLES=OFF -DFBT_BUILD_BENCHMARKS=OFF -DFBT_BUILD_TOOLS=OFF -DFBT_WITH_CUDA=OFF -DFBT_BUILD_PYTHON=OFF
   step "install fbt into $prefix"
   "$cmake_bin" --build "$work/fbt-build"
   "$cmake_bin" --install "$work/fbt-build"

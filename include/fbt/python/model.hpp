@@ -55,6 +55,17 @@ struct AnyModel {
   virtual std::unique_ptr<AnyDecoder> decoder(std::shared_ptr<const void> owner, int sep) const = 0;
 };
 
+/// {checkpoint name: array} over one buffer of the store (its values or its gradients, `base`): writable views
+/// of the model's own memory, shaped as each parameter, kept alive by `owner` (the Python model).
+inline nb::dict named_views(nb::handle owner, ParamStore<float>& ps, float* base) {
+  nb::dict d;
+  for (const auto& s : ps.specs()) {
+    std::vector<std::size_t> shape(s.shape.begin(), s.shape.end());
+    d[s.name.c_str()] = nb::ndarray<nb::numpy, float>(base + s.offset, shape.size(), shape.data(), owner);
+  }
+  return d;
+}
+
 template <class M> struct ModelOf final : AnyModel {
   M m;
   explicit ModelOf(M&& model) : m(std::move(model)) {}
@@ -194,14 +205,8 @@ template <class Fusers, class Blocks> void bind_model(nb::module_& mod) {
   c.def(
       "named_parameters",
       [](nb::handle self_h) {
-        P& self = nb::cast<P&>(self_h);
-        nb::dict d;
-        ParamStore<float>& ps = self.impl->params();
-        for (const auto& s : ps.specs()) {
-          std::vector<std::size_t> shape(s.shape.begin(), s.shape.end());
-          d[s.name.c_str()] = nb::ndarray<nb::numpy, float>(ps.values() + s.offset, shape.size(), shape.data(), self_h);
-        }
-        return d;
+        ParamStore<float>& ps = nb::cast<P&>(self_h).impl->params();
+        return named_views(self_h, ps, ps.values());
       },
       "{name: array} of every parameter under its checkpoint name (Hugging Face Qwen3 names, model.feedback.* for the fuser):\n"
       "writable views of the model's own memory (no copy), valid while the model lives.");

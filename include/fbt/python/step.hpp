@@ -202,14 +202,8 @@ template <class Fusers, class Blocks> void bind_step(nb::module_& m) {
   nb::handle model_type = nb::type<P>();
   model_type.attr("named_grads") = nb::cpp_function(
       [](nb::handle self_h) {
-        P& self = nb::cast<P&>(self_h);
-        nb::dict d;
-        ParamStore<float>& ps = self.impl->params();
-        for (const auto& s : ps.specs()) {
-          std::vector<std::size_t> shape(s.shape.begin(), s.shape.end());
-          d[s.name.c_str()] = nb::ndarray<nb::numpy, float>(ps.grads() + s.offset, shape.size(), shape.data(), self_h);
-        }
-        return d;
+        ParamStore<float>& ps = nb::cast<P&>(self_h).impl->params();
+        return named_views(self_h, ps, ps.grads());
       },
       nb::is_method(), nb::name("named_grads"), nb::scope(model_type),
       "{name: array} of every parameter's gradient (the names of named_parameters): writable views of the model's\n"
