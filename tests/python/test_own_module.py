@@ -10,7 +10,7 @@ import fbt
 from conftest import TINY
 
 OWN = os.environ.get("FBT_OWN_MODULE_DIR", "")
-if not OWN or not os.path.isdir(OWN):
+if not OWN or not any(f.startswith("my_fbt.") for f in (os.listdir(OWN) if os.path.isdir(OWN) else [])):
     pytest.skip("the own-module test extension (target fbt_python_own_module) is not built", allow_module_level=True)
 sys.path.insert(0, OWN)
 import my_fbt  # noqa: E402

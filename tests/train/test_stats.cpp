@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "fbt/train/stats.hpp"
@@ -64,6 +65,17 @@ TEST(Stats, PairedTIntervalMatchesHandComputation) {
   const PairedInterval one = paired_t_interval({1.0}, {0.5});  // one pair: a mean, no interval
   EXPECT_DOUBLE_EQ(one.mean, 0.5);
   EXPECT_TRUE(std::isnan(one.lo));
+}
+
+// Windows without a loss (NaN on either side) are left out of the pairs, not counted as 0.
+TEST(Stats, PairedTIntervalWhereBothLeavesOutMissingItems) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> x{11, nan, 12, 13, 14, 15, 99}, y{10, 10, 10, 10, 10, 10, nan};
+  const PairedInterval r = paired_t_interval_where_both(x, y), ref = paired_t_interval({11, 12, 13, 14, 15}, {10, 10, 10, 10, 10});
+  EXPECT_EQ(r.n, 5);
+  EXPECT_DOUBLE_EQ(r.mean, ref.mean);
+  EXPECT_DOUBLE_EQ(r.lo, ref.lo);
+  EXPECT_DOUBLE_EQ(r.hi, ref.hi);
 }
 
 // The task evaluation keeps each example's outcome, and mode_pair_tests compares every pair of runs on them.

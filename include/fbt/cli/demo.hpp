@@ -304,10 +304,7 @@ inline int cmd_demo(Args a) {
     auto interval = [&](int ma, int pa, int mb, int pb) {
       const auto &wa = models[ma].window_loss, &wb = models[mb].window_loss;
       if (pa >= int(wa.size()) || pb >= int(wb.size())) return;
-      std::vector<double> x, y;  // the windows where both have a loss
-      for (std::size_t i = 0; i < std::min(wa[pa].size(), wb[pb].size()); ++i)
-        if (!std::isnan(wa[pa][i]) && !std::isnan(wb[pb][i])) x.push_back(wa[pa][i]), y.push_back(wb[pb][i]);
-      const PairedInterval r = paired_t_interval(x, y);
+      const PairedInterval r = paired_t_interval_where_both(wa[pa], wb[pb]);  // the windows where both have a loss
       const std::string a = models[ma].name + " " + pass_name[pa], b = models[mb].name + " " + pass_name[pb];
       std::printf("  %s - %s: %s [%s, %s] over %d windows\n", a.c_str(), b.c_str(), cell(r.mean).c_str(), cell(r.lo).c_str(), cell(r.hi).c_str(), r.n);
       paired["loss"].push_back({{"a", a}, {"b", b}, {"windows", r.n}, {"mean_difference", r.mean}, {"ci95", {r.lo, r.hi}}});

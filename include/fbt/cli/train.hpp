@@ -183,7 +183,8 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
         "train_state.safetensors); --windows 0 and --seq_windows -1 evaluate every validation window.\n"
         "--data FILE.bin or FILE.npy is a token file of the model's vocabulary (val_data, doc_sep_id and\n"
         "token_dtype as in fbt train); another FILE is text, read as bytes.\n"
-        "Prints the per-pass validation losses (pass k = fused(k-1) prefill at every position), the\n"
+        "Prints the per-pass validation losses (pass k = fused(k-1) prefill at every position) with each fed-back\n"
+        "pass's difference from pass 1 (a paired 95%% t-interval over the same windows), the\n"
         "sequential-exact losses (token by token, standard and soft) and the contraction monitor L(k), delta_k\n"
         "(spec section 6), and beside them the data's optimal loss over the same windows where it is known\n"
         "(the running-state tasks). CKPT is a checkpoint directory or a model.safetensors file.\n"
@@ -290,8 +291,13 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
         Workspace<M, Be> w;
         std::printf("checkpoint %s: %zu parameters, fuser %s; data %s%s\n", ck.c_str(), m.params.size(), m.cfg.fuser.c_str(), data->describe().c_str(),
                     prec == Precision::bf16 ? "; bf16 products" : "");
-        const auto vl = evaluate_passes(be, m, wt, w, *data, c.seq_len, K, windows);
+        std::vector<std::vector<double>> wl;  // (K, windows) each window's loss per pass, for the paired intervals
+        const auto vl = evaluate_passes(be, m, wt, w, *data, c.seq_len, K, windows, 8, nullptr, &wl);
         for (int k = 0; k < K; ++k) std::printf("  pass %d validation loss %.4f%s\n", k + 1, vl[k], k == 0 ? "  (standard)" : "");
+        for (int k = 1; k < K; ++k) {  // every fed-back pass against the plain one, on the same windows
+          const PairedInterval r = paired_t_interval_where_both(wl[std::size_t(k)], wl[0]);
+          std::printf("  pass %d - pass 1: %+.4f, paired 95%% t-interval [%+.4f, %+.4f] over %d windows\n", k + 1, r.mean, r.lo, r.hi, r.n);
+        }
         const int nw = detail::parallel_eval_windows(*data, c.seq_len, windows);
         const double opt = data->mean_optimal_loss(c.seq_len, nw);
         if (!std::isnan(opt)) std::printf("  optimal loss %.4f  (the data's closed form, same %d windows)\n", opt, nw);

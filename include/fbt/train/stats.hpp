@@ -149,4 +149,13 @@ inline PairedInterval paired_t_interval(const std::vector<double>& x, const std:
   return r;
 }
 
+/// \brief The paired t-interval over the items where both x and y have a value (NaN = none: a validation
+/// window without a target, evaluate_passes' window_loss); x and y list the same items in the same order.
+inline PairedInterval paired_t_interval_where_both(const std::vector<double>& x, const std::vector<double>& y, double level = 0.95) {
+  std::vector<double> a, b;
+  for (std::size_t i = 0; i < std::min(x.size(), y.size()); ++i)
+    if (!std::isnan(x[i]) && !std::isnan(y[i])) a.push_back(x[i]), b.push_back(y[i]);
+  return paired_t_interval(a, b, level);
+}
+
 }  // namespace fbt
