@@ -87,20 +87,10 @@ template <class M> struct ModelOf final : AnyModel {
   }
   std::vector<float> logits(const Batch& b, int K, const int* prefix) const override { return pass_logits(m, b, K, prefix); }
   std::vector<float> hidden_states(const Batch& b, int K, const std::vector<int>& depths, const int* prefix) const override {
-    const std::size_t ND = std::size_t(b.B) * b.T * m.D;
-    std::vector<float> out(depths.size() * ND);
+    std::vector<float> out(depths.size() * std::size_t(b.B) * b.T * m.D);
     CpuBackend<float> be;
     Workspace<M> ws;
-    PassRunner<M> run(be, m, m.weights(), ws);
-    run.prepare(b.B, b.T, 1, true);  // a gradient workspace keeps every depth's residual stream
-    run.begin_batch(b.tokens, b.doc_start, nullptr);
-    run.forward_chain(K, [&](int j, PassCache<M>& p) {
-      if (j + 1 < K) return;
-      for (std::size_t i = 0; i < depths.size(); ++i) {
-        const float* src = depths[i] <= m.L ? p.res[depths[i]] : p.hf;
-        std::copy(src, src + ND, out.data() + i * ND);
-      }
-    }, prefix);
+    pass_hidden_states(out.data(), be, ws, m, b, K, depths, prefix);
     return out;
   }
   std::unique_ptr<AnyDecoder> decoder(std::shared_ptr<const void> owner, int sep) const override {

@@ -6,6 +6,7 @@
 //   contraction_monitor on a fixed batch, fed-back passes k = 1..k_max without prefix mixing: loss L(k)
 //                       and delta_k = rms(H_k - H_{k-1}), which must flatten and decay
 //   pass_logits         the logits of passes 1..K of that chain (pass k = fused(k-1) prefill at every position)
+//   pass_hidden_states  pass K's residual stream at chosen depths (what the probe and Python's hidden_states read)
 // and the loss per position within a document (PositionSums; position 0 is a document's
 // kSep) of every pass, of sequential decoding and of the data's optimum (DataSource::eval_window_optimal).
 #pragma once
@@ -258,6 +259,30 @@ template <class M> ContractionCurve contraction_monitor(M& m, Workspace<M>& w, c
 /// \brief Logits (K, B*T, V) of passes 1..K of the fed-back chain on a batch (no prefix mixing, no noise:
 /// pass k is the fused(k-1) prefill at every position; targets are not needed). prefix (B, host), when given:
 /// row b's positions t < prefix[b] stay plain in every fed-back pass (a fixed prefix, spec invariant 1).
+/// \brief Pass K's states at each depth of `depths` (the chain of pass_logits): out (depths.size(), B*T, D).
+/// Depth 0 = the layer-0 input (after the fuser and N_in), l in 1..L = block l-1's output, L + 1 = the final
+/// norm's output. be and w are the caller's, so a loop of calls reuses one workspace.
+template <class M>
+void pass_hidden_states(typename M::Scalar* out, CpuBackend<typename M::Scalar>& be, Workspace<M>& w, const M& m, const Batch& b, int K,
+                        const std::vector<int>& depths, const int* prefix = nullptr) {
+  FBT_ASSERT(K >= 1 && (K == 1 || M::has_feedback), "pass_hidden_states: K = " + std::to_string(K) + " (a baseline has 1 pass)");
+  for (int d : depths) FBT_ASSERT(d >= 0 && d <= m.L + 1, "pass_hidden_states: depth " + std::to_string(d) + " outside [0, L + 1]");
+  const std::size_t ND = std::size_t(b.B) * b.T * m.D;
+  PassRunner<M> run(be, m, m.weights(), w);
+  run.prepare(b.B, b.T, 1, true);  // a gradient workspace keeps every depth's residual stream
+  run.begin_batch(b.tokens, b.doc_start, nullptr);
+  run.forward_chain(
+      K,
+      [&](int j, PassCache<M>& p) {
+        if (j + 1 < K) return;
+        for (std::size_t i = 0; i < depths.size(); ++i) {
+          const auto* src = depths[i] <= m.L ? p.res[depths[i]] : p.hf;
+          std::copy(src, src + ND, out + i * ND);
+        }
+      },
+      prefix);
+}
+
 template <class M> std::vector<typename M::Scalar> pass_logits(const M& m, const Batch& b, int K, const int* prefix = nullptr) {
   using T = typename M::Scalar;
   FBT_ASSERT(K >= 1 && (K == 1 || M::has_feedback), "pass_logits: K = " + std::to_string(K) + " (a baseline has 1 pass)");

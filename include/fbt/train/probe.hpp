@@ -32,6 +32,7 @@
 
 #include "../data/probe_tasks.hpp"
 #include "../decode/decoder.hpp"
+#include "evaluate.hpp"
 
 namespace fbt {
 
@@ -206,6 +207,9 @@ template <class M> std::vector<Eigen::MatrixXd> probe_features(const M& m, const
   else if (mode.kind == PrefillSpec::kRecurrent && mode.k > 1) before.k = mode.k - 1;
   const DecodeModeSpec rec = DecodeModeSpec::parse("soft").with_prefill(before);
   std::vector<T> logits(m.V);
+  std::vector<int> all_depths(L + 2);
+  for (int l = 0; l <= L + 1; ++l) all_depths[l] = l;
+  std::vector<T> states;  // (L + 2, P, D) one example's states at every depth
   for (int i = 0; i < n; ++i) {
     const ProbeExample& e = ex[i];
     const int P = e.position + 1;  // causal: x_0..x_p decide position p
@@ -220,16 +224,11 @@ template <class M> std::vector<Eigen::MatrixXd> probe_features(const M& m, const
       continue;
     }
     const int passes = mode.kind == PrefillSpec::kFused ? 1 + mode.k : 1;
-    PassRunner<M> run(be, m, m.weights(), ws);
-    run.prepare(1, P, 1, true);  // a gradient workspace keeps every depth's residual stream
     std::vector<std::uint8_t> docs(P, 0);
     for (int t = 0; t < P; ++t) docs[t] = t == 0 || e.tokens[t] == sep;
-    run.begin_batch(e.tokens.data(), docs.data(), nullptr);
-    run.forward_chain(passes, [&](int j, PassCache<M>& p) {
-      if (j + 1 < passes) return;
-      for (int l = 0; l <= L; ++l) put(l, i, p.res[l] + std::size_t(P - 1) * D);
-      put(L + 1, i, p.hf + std::size_t(P - 1) * D);
-    });
+    states.resize(all_depths.size() * std::size_t(P) * D);  // (L + 2, P, D)
+    pass_hidden_states(states.data(), be, ws, m, Batch{1, P, e.tokens.data(), nullptr, docs.data()}, passes, all_depths);
+    for (int l = 0; l <= L + 1; ++l) put(l, i, states.data() + (std::size_t(l) * P + P - 1) * D);
   }
   return out;
 }
