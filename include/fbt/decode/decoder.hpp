@@ -124,6 +124,8 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
   void prefill_passes(Seq& s, const int* prompt, int P, int passes, T* logits) {
     const int D = m_.D, V = m_.V, L = m_.L;
     const Weights<T> w = weights_();
+    // the weights' bf16 copies are made anew at a prefill and reused by the sequence's steps (ops/bf16_weights.hpp)
+    Bf16WeightScope<T> packed(w.value, m_.params.size(), /*fresh=*/true);
     if (s.mode.feeds_back() || passes > 1) refresh_pre_table(w);
     docs_.assign(P, 0);
     int start = 0;  // the last document start in the prompt
@@ -163,6 +165,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
     const int D = m_.D, V = m_.V, L = m_.L;
     reserve(R);
     const Weights<T> w = weights_();
+    Bf16WeightScope<T> packed(w.value, m_.params.size(), /*fresh=*/false);
     bool any_fused = false;
     int max_len1 = 0, max_live1 = 0;
     const int W = m_.window;

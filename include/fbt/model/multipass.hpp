@@ -85,6 +85,8 @@ void multipass_step(Be& be, const M& m, const Weights<typename M::Scalar>& w, Wo
   validate_step(m, b, o);
   const int K = o.K, N = b.B * b.T, D = m.D;
   const int fg = o.backward ? detail::first_grad_pass(o) : K;  // first pass that gives gradient
+  // bf16 products read one bf16 copy of each weight, made at its first use in this step (ops/bf16_weights.hpp)
+  Bf16WeightScope<T> packed(w.value, m.params.size(), /*fresh=*/true);
   PassRunner<M, Be> run(be, m, w, ws);
   run.prepare(b.B, b.T, detail::step_slots(o), o.backward);
   run.begin_batch(b.tokens, b.doc_start, b.targets);

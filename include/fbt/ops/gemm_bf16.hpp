@@ -30,6 +30,7 @@
 #include <string>
 
 #include "../core/precision.hpp"
+#include "bf16_weights.hpp"
 #include "gemm.hpp"
 
 #if defined(FBT_HAVE_DNNL)
@@ -92,20 +93,6 @@ class ScopedBf16Fallback {
 #if defined(FBT_HAVE_DNNL)
 namespace detail {
 
-/// Converts the (rows, cols) block at src (row stride ld) to contiguous bf16 at dst, rounding to nearest even.
-inline void to_bf16(std::uint16_t* dst, const float* src, long rows, long cols, long ld) {
-  for (long r = 0; r < rows; ++r) {
-    const float* s = src + r * ld;
-    std::uint16_t* d = dst + r * cols;
-    for (long c = 0; c < cols; ++c) {  // vectorised by the compiler: integer adds and shifts
-      std::uint32_t u;
-      std::memcpy(&u, s + c, 4);
-      const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-      d[c] = std::uint16_t((u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u) : rounded);
-    }
-  }
-}
-
 /// One oneDNN engine and, per thread, a stream, the bf16 copies of the operands and the matmul primitives
 /// made so far (one per shape: a model has a few dozen; primitive creation costs ~0.1 ms, so it is done once).
 struct DnnlContext {
@@ -158,12 +145,13 @@ inline bool dnnl_has_bf16_matmul() {
 
 }  // namespace detail
 
+/// Products with at most this many rows and a weight copy run gemm_bf16_rows (decoding: one row per sequence).
+constexpr long kBf16RowsMax = 8;
+
 /// \brief C (M, N) = op(A) op(B) (+ C when accumulate), operands rounded to bf16, sums in float (oneDNN;
 /// gemm_bf16_fallback on a CPU it has no bf16 kernel for).
 inline void gemm_bf16(RowMapS<float> C, CRowMapS<float> A, bool transA, CRowMapS<float> B, bool transB, bool accumulate) {
   using dnnl::memory;
-  if (detail::bf16_force_fallback().load(std::memory_order_relaxed) || !detail::dnnl_has_bf16_matmul())
-    return gemm_bf16_fallback(C, A, transA, B, transB, accumulate);
   const long M = transA ? A.cols() : A.rows(), K = transA ? A.rows() : A.cols();
   const long N = transB ? B.rows() : B.cols(), KB = transB ? B.cols() : B.rows();
   FBT_ASSERT(K == KB && C.rows() == M && C.cols() == N, "gemm_bf16: shape mismatch");
@@ -172,15 +160,24 @@ inline void gemm_bf16(RowMapS<float> C, CRowMapS<float> A, bool transA, CRowMapS
     if (!accumulate) C.setZero();
     return;
   }
+  // A weight of the open weight scope (ops/bf16_weights.hpp) is read from its bf16 copy; with few rows,
+  // by the matrix-vector kernel there (decoding), on every CPU.
+  const std::uint16_t* bw = bf16_weight_copy(B.data(), B.rows(), B.cols(), B.outerStride());
+  if (bw && transB && !transA && M <= kBf16RowsMax) return gemm_bf16_rows(C, A, bw, accumulate);
+  if (detail::bf16_force_fallback().load(std::memory_order_relaxed) || !detail::dnnl_has_bf16_matmul())
+    return gemm_bf16_fallback(C, A, transA, B, transB, accumulate);
   auto& th = detail::dnnl_thread();
   // Both operands are copied to contiguous bf16 in their own storage order; oneDNN's matmul takes a
   // transposed operand as strides ((M, K) with strides (1, M)), at full speed.
   if (th.a.size() < std::size_t(M * K)) th.a.resize(std::size_t(M * K));
-  if (th.b.size() < std::size_t(K * N)) th.b.resize(std::size_t(K * N));
   if (!transA) detail::to_bf16(th.a.data(), A.data(), M, K, A.outerStride());
   else detail::to_bf16(th.a.data(), A.data(), K, M, A.outerStride());
-  if (!transB) detail::to_bf16(th.b.data(), B.data(), K, N, B.outerStride());
-  else detail::to_bf16(th.b.data(), B.data(), N, K, B.outerStride());
+  if (!bw) {
+    if (th.b.size() < std::size_t(K * N)) th.b.resize(std::size_t(K * N));
+    if (!transB) detail::to_bf16(th.b.data(), B.data(), K, N, B.outerStride());
+    else detail::to_bf16(th.b.data(), B.data(), N, K, B.outerStride());
+    bw = th.b.data();
+  }
   const long ldc = C.outerStride();
   const detail::DnnlThread::Key key{M, N, K, ldc, transA, transB, accumulate};
   auto it = th.prims.find(key);
@@ -198,7 +195,7 @@ inline void gemm_bf16(RowMapS<float> C, CRowMapS<float> A, bool transA, CRowMapS
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, eng);
     it = th.prims.emplace(key, dnnl::matmul(pd)).first;
   }
-  memory am(a_md, eng, th.a.data()), bm(b_md, eng, th.b.data()), cm(c_md, eng, C.data());
+  memory am(a_md, eng, th.a.data()), bm(b_md, eng, const_cast<std::uint16_t*>(bw)), cm(c_md, eng, C.data());
   it->second.execute(th.stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
   th.stream.wait();
 }
