@@ -18,6 +18,8 @@
 //   BM_Gemm/<cfg>/head_fwd     logits (N, V) = hf (N, D) E^T               linear_forward
 //   BM_Gemm/<cfg>/head_bwd_dx  dhf (N, D) += dlogits (N, V) E              linear_backward (dW skipped)
 //   BM_Gemm/<cfg>/head_bwd_dw  dE (V, D) += dlogits^T hf                   linear_backward (dX skipped)
+//   BM_GemmBf16/<cfg>/<name>   the same products in bf16 (gemm_bf16), a weight operand read from its bf16
+//                              copy (ops/bf16_weights.hpp); BM_GemmBf16/gemm_1024_{nn,nt} the square one
 //   BM_Attention/<cfg>/{forward,backward}   attention_forward / _backward, one document per row
 //   BM_Fuser/<cfg>/glu_{forward,backward}   FeedbackFuser glu: shared_forward + forward / backward + shared_backward
 //   BM_RMSNorm/<cfg>/{fwd,bwd}     (N, D);   BM_RMSNorm/<cfg>/qk_{fwd,bwd}  per-head (N*NH, hs) (QK-norm)
@@ -43,6 +45,7 @@
 #include "fbt/model/model.hpp"
 #include "fbt/ops/activations.hpp"
 #include "fbt/ops/attention.hpp"
+#include "fbt/ops/gemm_bf16.hpp"
 #include "fbt/ops/linear.hpp"
 #include "fbt/ops/rmsnorm.hpp"
 #include "fbt/ops/rope.hpp"
@@ -139,6 +142,30 @@ void sgemm_square(benchmark::State& st, int n, bool transB) {
     benchmark::ClobberMemory();
   }
   set_gflops(st, 2.0 * n * n * n);
+}
+
+/// The same products in bf16 (gemm_bf16: bf16 operands, float sums): C (M, N) (+)= op(A) (M, K) op(B) (K, N).
+/// When B is a weight it lies in a weight scope, as in a training step: its bf16 copy is made at the first
+/// call (outside the timing) and read by the timed ones (a step makes it once and uses it 2K times).
+void gemm_bf16_bench(benchmark::State& st, int M, int N, int K, bool tA, bool tB, bool acc, bool weight) {
+  if (!bf16_available()) return st.SkipWithError(bf16_unavailable_reason().c_str());
+  ScopedMatmulPrecision bf16(Precision::bf16);
+  auto A = rand_buf(std::size_t(M) * K, 11), Bv = rand_buf(std::size_t(K) * N, 12, 0.1), C = rand_buf(std::size_t(M) * N, 13);
+  Bf16WeightScope<float> scope(Bv.data(), weight ? Bv.size() : 0, true);
+  auto run = [&] {
+    gemm_bf16(smat(C.data(), M, N), tA ? csmat(A.data(), K, M) : csmat(A.data(), M, K), tA, tB ? csmat(Bv.data(), N, K) : csmat(Bv.data(), K, N),
+              tB, acc);
+  };
+  run();
+  for (auto _ : st) {
+    run();
+    benchmark::DoNotOptimize(C.data());
+    benchmark::ClobberMemory();
+  }
+  set_gflops(st, 2.0 * M * N * K);
+  // the shape, for a peer to time the same product (benchmarks/gemm_shapes.py)
+  st.counters["M"] = M, st.counters["N"] = N, st.counters["K"] = K, st.counters["tA"] = tA, st.counters["tB"] = tB, st.counters["acc"] = acc;
+  st.SetLabel(gemm_bf16_impl(M, N, K));
 }
 
 // ---- attention --------------------------------------------------------------------------------
@@ -339,6 +366,9 @@ void optimizer_update(benchmark::State& st, const Cfg& c, const std::string& opt
 void register_all() {
   for (const bool tb : {false, true})
     reg(std::string("BM_Gemm/sgemm_1024_") + (tb ? "nt" : "nn"), [tb](benchmark::State& st) { sgemm_square(st, 1024, tb); });
+  for (const bool tb : {false, true})  // bf16 operands, neither a weight: both converted on every call
+    reg(std::string("BM_GemmBf16/gemm_1024_") + (tb ? "nt" : "nn"),
+        [tb](benchmark::State& st) { gemm_bf16_bench(st, 1024, 1024, 1024, false, tb, false, false); });
   for (const Cfg& c : kConfigs) {
     const std::string cf = c.name;
     const int N = c.N(), D = c.D, QD = c.QD(), KD = c.KD(), F = c.F, V = c.V;
@@ -353,6 +383,18 @@ void register_all() {
     reg(g + "head_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, V, D, false); });
     reg(g + "head_bwd_dx", [=](benchmark::State& st) { gemm_bwd(st, N, V, D, false); });
     reg(g + "head_bwd_dw", [=](benchmark::State& st) { gemm_bwd(st, N, V, D, true); });
+    // the same products in bf16: (M, N, K, tA, tB, accumulate, B is a weight)
+    const std::string h = "BM_GemmBf16/" + cf + "/";
+    reg(h + "q_fwd", [=](benchmark::State& st) { gemm_bf16_bench(st, N, QD, D, false, true, false, true); });
+    reg(h + "kv_fwd", [=](benchmark::State& st) { gemm_bf16_bench(st, N, KD, D, false, true, false, true); });
+    reg(h + "o_fwd", [=](benchmark::State& st) { gemm_bf16_bench(st, N, D, QD, false, true, true, true); });
+    reg(h + "q_bwd_dx", [=](benchmark::State& st) { gemm_bf16_bench(st, N, D, QD, false, false, true, true); });
+    reg(h + "q_bwd_dw", [=](benchmark::State& st) { gemm_bf16_bench(st, QD, D, N, true, false, true, false); });
+    reg(h + "mlp_up_fwd", [=](benchmark::State& st) { gemm_bf16_bench(st, N, F, D, false, true, false, true); });
+    reg(h + "mlp_down_fwd", [=](benchmark::State& st) { gemm_bf16_bench(st, N, D, F, false, true, true, true); });
+    reg(h + "head_fwd", [=](benchmark::State& st) { gemm_bf16_bench(st, N, V, D, false, true, false, true); });
+    reg(h + "head_bwd_dx", [=](benchmark::State& st) { gemm_bf16_bench(st, N, D, V, false, false, true, true); });
+    reg(h + "head_bwd_dw", [=](benchmark::State& st) { gemm_bf16_bench(st, V, D, N, true, false, true, false); });
     // forward and backward of each kernel side by side
     const std::string dir[2] = {"forward", "backward"}, fb[2] = {"fwd", "bwd"};
     for (const bool b : {false, true}) reg("BM_Attention/" + cf + "/" + dir[b], [c, b](benchmark::State& st) { attention(st, c, b); });
