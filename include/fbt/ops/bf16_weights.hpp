@@ -18,7 +18,9 @@
 // constant (a step; a sequence from its prefill on, as the KV cache already requires).
 //
 // The copies are per thread (each thread of a split step makes its own, no locks) and in the weight's
-// storage order (rows of W), so forward (W^T) and backward (W) read the same copy. A scope over double,
+// storage order (rows of W), so forward (W^T) and backward (W) read the same copy; oneDNN's products
+// also keep the copy in the blocked layout their kernel reads (one per orientation: forward and backward
+// products of W want different blocks), made from it once. A scope over double,
 // or with no bf16 precision in effect, does nothing. Products with few rows (decoding: one row per
 // sequence) run gemm_bf16_rows below, a matrix-vector product over the bf16 copy that reads half the
 // bytes of the float weight; the others hand the copy to oneDNN.
@@ -26,6 +28,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <unordered_map>
 
 #if defined(__AVX512BF16__)
@@ -52,11 +55,13 @@ inline void to_bf16(std::uint16_t* dst, const float* src, long rows, long cols, 
   }
 }
 
-/// One weight's bf16 copy: (rows, cols) of the float block at its key (row stride ld), contiguous.
+/// One weight's bf16 copy: (rows, cols) of the float block at its key (row stride ld), contiguous; and the
+/// same copy in the layouts a product library asked for (oneDNN's blocked formats), by a key it chooses.
 struct Bf16Copy {
   long rows = 0, cols = 0, ld = 0;
   bool valid = false;  // made in the current scope (or a fresh one before it, for a non-fresh scope)
   AlignedVector<std::uint16_t> data;
+  std::unordered_map<std::string, AlignedVector<std::uint8_t>> layouts;  // made from data; dropped when data is made anew
 };
 
 /// This thread's weight range and copies.
@@ -74,7 +79,7 @@ inline Bf16Weights& bf16_weights() {
 
 /// \brief The bf16 copy of the (rows, cols) block B (row stride ld) when it lies in this thread's open weight
 /// scope (made now if it has none yet), else null: then the caller converts it itself.
-inline const std::uint16_t* bf16_weight_copy(const float* B, long rows, long cols, long ld) {
+inline detail::Bf16Copy* bf16_weight_entry(const float* B, long rows, long cols, long ld) {
   auto& w = detail::bf16_weights();
   if (B < w.lo || B >= w.hi || B + (rows - 1) * ld + cols > w.hi) return nullptr;
   detail::Bf16Copy& c = w.copies[B];
@@ -82,8 +87,14 @@ inline const std::uint16_t* bf16_weight_copy(const float* B, long rows, long col
     c.data.resize(std::size_t(rows * cols));
     detail::to_bf16(c.data.data(), B, rows, cols, ld);
     c.rows = rows, c.cols = cols, c.ld = ld, c.valid = true;
+    c.layouts.clear();
   }
-  return c.data.data();
+  return &c;
+}
+/// \brief The contiguous bf16 copy's first element (see bf16_weight_entry), or null.
+inline const std::uint16_t* bf16_weight_copy(const float* B, long rows, long cols, long ld) {
+  detail::Bf16Copy* c = bf16_weight_entry(B, rows, cols, ld);
+  return c ? c->data.data() : nullptr;
 }
 
 /// \brief Makes [values, values + n) this thread's weights while it lives (see the file comment); restores

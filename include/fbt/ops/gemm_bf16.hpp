@@ -105,8 +105,14 @@ inline DnnlContext& dnnl_context() {
 struct DnnlThread {
   dnnl::stream stream{dnnl_context().eng};
   AlignedVector<std::uint16_t> a, b;  // bf16 copies of A and B, contiguous, in their storage order
-  using Key = std::tuple<long, long, long, long, bool, bool, bool>;  // M, N, K, ldc, transA, transB, accumulate
-  std::map<Key, dnnl::matmul> prims;
+  using Key = std::tuple<long, long, long, long, bool, bool, bool, bool>;  // M, N, K, ldc, transA, transB, accumulate, B a weight copy
+  struct Prim {
+    dnnl::matmul matmul;
+    dnnl::memory::desc weights;  // the layout of B it reads: the plain one, or (B a weight copy) the one its kernel chose
+    std::string layout;          // the key of that layout among a weight copy's layouts (its descriptor's bytes); empty: plain
+    dnnl::reorder to_layout;     // plain bf16 -> that layout
+  };
+  std::map<Key, Prim> prims;
   DnnlThread() {
     // fbt splits a step across its own threads; each product runs on the calling thread only. Debian's
     // oneDNN uses OpenMP, whose team size is per calling thread: set it to 1 here (found at run time, so
@@ -162,7 +168,8 @@ inline void gemm_bf16(RowMapS<float> C, CRowMapS<float> A, bool transA, CRowMapS
   }
   // A weight of the open weight scope (ops/bf16_weights.hpp) is read from its bf16 copy; with few rows,
   // by the matrix-vector kernel there (decoding), on every CPU.
-  const std::uint16_t* bw = bf16_weight_copy(B.data(), B.rows(), B.cols(), B.outerStride());
+  detail::Bf16Copy* wc = bf16_weight_entry(B.data(), B.rows(), B.cols(), B.outerStride());
+  const std::uint16_t* bw = wc ? wc->data.data() : nullptr;
   if (bw && transB && !transA && M <= kBf16RowsMax) return gemm_bf16_rows(C, A, bw, accumulate);
   if (detail::bf16_force_fallback().load(std::memory_order_relaxed) || !detail::dnnl_has_bf16_matmul())
     return gemm_bf16_fallback(C, A, transA, B, transB, accumulate);
@@ -179,7 +186,7 @@ inline void gemm_bf16(RowMapS<float> C, CRowMapS<float> A, bool transA, CRowMapS
     bw = th.b.data();
   }
   const long ldc = C.outerStride();
-  const detail::DnnlThread::Key key{M, N, K, ldc, transA, transB, accumulate};
+  const detail::DnnlThread::Key key{M, N, K, ldc, transA, transB, accumulate, wc != nullptr};
   auto it = th.prims.find(key);
   auto& eng = detail::dnnl_context().eng;
   const memory::desc a_md({M, K}, memory::data_type::bf16, transA ? memory::dims{1, M} : memory::dims{K, 1});
@@ -192,11 +199,30 @@ inline void gemm_bf16(RowMapS<float> C, CRowMapS<float> A, bool transA, CRowMapS
       po.append_sum(1.f);
       attr.set_post_ops(po);
     }
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, eng);
-    it = th.prims.emplace(key, dnnl::matmul(pd)).first;
+    // A weight copy is handed over in the layout the kernel asks for (format_tag::any: for AVX512-BF16 and
+    // AMX a blocked, pair-interleaved one), so that its kernel does not repack B on every call.
+    const memory::desc w_any({K, N}, memory::data_type::bf16, memory::format_tag::any);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, wc ? w_any : b_md, c_md), attr, eng);
+    detail::DnnlThread::Prim p{dnnl::matmul(pd), pd.weights_desc(), {}, {}};
+    if (wc && p.weights != b_md) {
+      p.layout.assign(reinterpret_cast<const char*>(&p.weights.data), sizeof(p.weights.data));
+      p.to_layout = dnnl::reorder(dnnl::reorder::primitive_desc(eng, b_md, eng, p.weights));
+    } else p.weights = b_md;
+    it = th.prims.emplace(key, std::move(p)).first;
   }
-  memory am(a_md, eng, th.a.data()), bm(b_md, eng, const_cast<std::uint16_t*>(bw)), cm(c_md, eng, C.data());
-  it->second.execute(th.stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  const auto& p = it->second;
+  void* bdata = const_cast<std::uint16_t*>(bw);
+  if (!p.layout.empty()) {  // the copy in the kernel's layout, made from the plain copy once
+    auto& lay = wc->layouts[p.layout];
+    if (lay.empty()) {
+      lay.resize(p.weights.get_size());
+      memory src(b_md, eng, bdata), dst(p.weights, eng, lay.data());
+      p.to_layout.execute(th.stream, src, dst);
+    }
+    bdata = lay.data();
+  }
+  memory am(a_md, eng, th.a.data()), bm(p.weights, eng, bdata), cm(c_md, eng, C.data());
+  p.matmul.execute(th.stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
   th.stream.wait();
 }
 
