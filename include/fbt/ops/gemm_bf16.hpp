@@ -21,7 +21,10 @@
 // (FBT_HAVE_DNNL); without it the float path is unchanged and asking for bf16 is refused with a message
 // (bf16_available()). `gemm_bf16_reference` (rounded operands, Eigen's float product) is the
 // definition the oneDNN path is tested against: a product of two bf16 numbers is exact in float, so the
-// two differ only by the order of the float sums.
+// two differ only by the order of the float sums. A right operand that is a weight of an open weight
+// scope (ops/bf16_weights.hpp: a training step, a decoded sequence) is not converted again: its bf16 copy
+// is read, in the blocked layout oneDNN's kernel chose, and products of a few rows (decoding) run
+// gemm_bf16_rows over it.
 #pragma once
 
 #include <atomic>
