@@ -20,6 +20,9 @@
 //   BM_Gemm/<cfg>/head_bwd_dw  dE (V, D) += dlogits^T hf                   linear_backward (dX skipped)
 //   BM_GemmBf16/<cfg>/<name>   the same products in bf16 (gemm_bf16), a weight operand read from its bf16
 //                              copy (ops/bf16_weights.hpp); BM_GemmBf16/gemm_1024_{nn,nt} the square one
+//   BM_Peak/clock                the core's clock (counter GHz: a chain of dependent adds, one per cycle)
+//   BM_Peak/fp32_fma, bf16_dot   the core's measured peak: independent FMAs on the build's widest vectors;
+//                                AVX512-BF16's vdpbf16ps (where the build has it)
 //   BM_Attention/<cfg>/{forward,backward}   attention_forward / _backward, one document per row
 //   BM_Fuser/<cfg>/glu_{forward,backward}   FeedbackFuser glu: shared_forward + forward / backward + shared_backward
 //   BM_RMSNorm/<cfg>/{fwd,bwd}     (N, D);   BM_RMSNorm/<cfg>/qk_{fwd,bwd}  per-head (N*NH, hs) (QK-norm)
@@ -31,6 +34,10 @@
 // Run: build/benchmarks/bench_kernels [--benchmark_filter=REGEX] [--benchmark_repetitions=3
 //      --benchmark_report_aggregates_only=true]; benchmarks/README.md has more.
 #include <benchmark/benchmark.h>
+
+#if defined(__AVX512BF16__)
+#include <immintrin.h>
+#endif
 
 #include <cmath>
 #include <functional>
@@ -167,6 +174,61 @@ void gemm_bf16_bench(benchmark::State& st, int M, int N, int K, bool tA, bool tB
   st.counters["M"] = M, st.counters["N"] = N, st.counters["K"] = K, st.counters["tA"] = tA, st.counters["tB"] = tB, st.counters["acc"] = acc;
   st.SetLabel(gemm_bf16_impl(M, N, K));
 }
+
+// ---- the core's clock and peak rates ------------------------------------------------------------
+
+#if defined(__x86_64__)
+/// The clock: a chain of dependent integer adds retires one per cycle on every x86 core, so adds / second
+/// is cycles / second (counter GHz), whatever turbo or the hypervisor make of the nominal frequency.
+void core_clock(benchmark::State& st) {
+  constexpr long kAdds = 1 << 22;
+  for (auto _ : st) {
+    std::uint64_t x = 0;
+    for (long i = 0; i < kAdds; i += 8)
+      asm volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0"
+                   : "+r"(x));
+    benchmark::DoNotOptimize(x);
+  }
+  st.counters["GHz"] = benchmark::Counter(double(kAdds) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+#endif
+
+/// The fp32 FMA peak of one core: 8 independent accumulators of 16 floats (one 512-bit register each, or
+/// two 256-bit ones: the compiler's -march decides), multiply-add per lane, 2 FLOP each; GFLOP/s / GHz is
+/// the core's FLOP per cycle.
+void fp32_fma_peak(benchmark::State& st) {
+  typedef float v16 __attribute__((vector_size(64)));
+  constexpr long kIters = 1 << 16;
+  v16 a = v16{} + 0.999999f, b = v16{} + 1e-7f;
+  benchmark::DoNotOptimize(a), benchmark::DoNotOptimize(b);  // unknown to the compiler: a multiply-add per lane
+  for (auto _ : st) {
+    v16 c0 = v16{}, c1 = c0 + 1, c2 = c0 + 2, c3 = c0 + 3, c4 = c0 + 4, c5 = c0 + 5, c6 = c0 + 6, c7 = c0 + 7;
+    for (long i = 0; i < kIters; ++i) {
+      c0 = c0 * a + b, c1 = c1 * a + b, c2 = c2 * a + b, c3 = c3 * a + b;
+      c4 = c4 * a + b, c5 = c5 * a + b, c6 = c6 * a + b, c7 = c7 * a + b;
+    }
+    benchmark::DoNotOptimize(c0), benchmark::DoNotOptimize(c1), benchmark::DoNotOptimize(c2), benchmark::DoNotOptimize(c3);
+    benchmark::DoNotOptimize(c4), benchmark::DoNotOptimize(c5), benchmark::DoNotOptimize(c6), benchmark::DoNotOptimize(c7);
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * kIters * 8 * 16 * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+#if defined(__AVX512BF16__)
+/// The bf16 dot-product peak of one core (AVX512-BF16's vdpbf16ps: 32 bf16 products summed in pairs into
+/// 16 floats, 64 FLOP an instruction), 12 independent accumulators.
+void bf16_dp_peak(benchmark::State& st) {
+  constexpr long kIters = 1 << 16;
+  const __m512bh x = __m512bh(_mm512_set1_epi16(0x3f80)), y = __m512bh(_mm512_set1_epi16(0x3400));  // 1.0, 2^-23 in bf16
+  for (auto _ : st) {
+    __m512 c[12];
+    for (auto& v : c) v = _mm512_setzero_ps();
+    for (long i = 0; i < kIters; ++i)
+      for (auto& v : c) v = _mm512_dpbf16_ps(v, x, y);
+    for (auto& v : c) benchmark::DoNotOptimize(v);
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(64.0 * 12 * kIters * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+#endif
 
 // ---- attention --------------------------------------------------------------------------------
 
@@ -366,6 +428,13 @@ void optimizer_update(benchmark::State& st, const Cfg& c, const std::string& opt
 void register_all() {
   for (const bool tb : {false, true})
     reg(std::string("BM_Gemm/sgemm_1024_") + (tb ? "nt" : "nn"), [tb](benchmark::State& st) { sgemm_square(st, 1024, tb); });
+#if defined(__x86_64__)
+  reg("BM_Peak/clock", core_clock);
+#endif
+  reg("BM_Peak/fp32_fma", fp32_fma_peak);
+#if defined(__AVX512BF16__)
+  reg("BM_Peak/bf16_dot", bf16_dp_peak);
+#endif
   for (const bool tb : {false, true})  // bf16 operands, neither a weight: both converted on every call
     reg(std::string("BM_GemmBf16/gemm_1024_") + (tb ? "nt" : "nn"),
         [tb](benchmark::State& st) { gemm_bf16_bench(st, 1024, 1024, 1024, false, tb, false, false); });
