@@ -61,7 +61,11 @@ struct Bf16Copy {
   long rows = 0, cols = 0, ld = 0;
   bool valid = false;  // made in the current scope (or a fresh one before it, for a non-fresh scope)
   AlignedVector<std::uint16_t> data;
-  std::unordered_map<std::string, AlignedVector<std::uint8_t>> layouts;  // made from data; dropped when data is made anew
+  struct Layout {
+    bool valid = false;  // made from the current data (the memory is kept when data is made anew: no allocation per step)
+    AlignedVector<std::uint8_t> data;
+  };
+  std::unordered_map<std::string, Layout> layouts;
 };
 
 /// This thread's weight range and copies.
@@ -87,7 +91,7 @@ inline detail::Bf16Copy* bf16_weight_entry(const float* B, long rows, long cols,
     c.data.resize(std::size_t(rows * cols));
     detail::to_bf16(c.data.data(), B, rows, cols, ld);
     c.rows = rows, c.cols = cols, c.ld = ld, c.valid = true;
-    c.layouts.clear();
+    for (auto& l : c.layouts) l.second.valid = false;
   }
   return &c;
 }

@@ -217,12 +217,13 @@ inline void gemm_bf16(RowMapS<float> C, CRowMapS<float> A, bool transA, CRowMapS
   void* bdata = const_cast<std::uint16_t*>(bw);
   if (!p.layout.empty()) {  // the copy in the kernel's layout, made from the plain copy once
     auto& lay = wc->layouts[p.layout];
-    if (lay.empty()) {
-      lay.resize(p.weights.get_size());
-      memory src(b_md, eng, bdata), dst(p.weights, eng, lay.data());
+    if (!lay.valid) {
+      lay.data.resize(p.weights.get_size());
+      memory src(b_md, eng, bdata), dst(p.weights, eng, lay.data.data());
       p.to_layout.execute(th.stream, src, dst);
+      lay.valid = true;
     }
-    bdata = lay.data();
+    bdata = lay.data.data();
   }
   memory am(a_md, eng, th.a.data()), bm(p.weights, eng, bdata), cm(c_md, eng, C.data());
   p.matmul.execute(th.stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
