@@ -16,12 +16,13 @@
 // the row is one document): that is the whole of the document mask (spec invariant 6).
 //
 // The work, per (b, kh): the head's keys (and, in backward, values) are packed as key tiles transposed,
-// KT (T / Bk, hs, Bk), so that a score row over a tile is Bk-wide multiply-adds over d. Query rows go
-// kAttnRows at a time, over the whole key tiles from the tile holding their first window start to their
-// last row (the causal upper triangle and earlier documents are skipped a tile at a time). The group's
-// score rows (kAttnRows, <= T) stay in L1, so the softmax is two plain passes over each row (max, then
-// exp and sum) instead of FlashAttention's online rescaling per tile, which, at Bk = 32 and hs = 32, cost
-// as much as the products. The products over keys (P V, dS K, P^T dO, dS^T Q) are vectorised over hs.
+// KT (T / Bk, hs, Bk), so that a score row over a tile is Bk-wide multiply-adds over d. Query rows go in
+// groups (4 rows in forward, 16 in backward), over the whole key tiles from the tile holding their first
+// window start to their last row (the causal upper triangle and earlier documents are skipped a tile at a
+// time). The group's score rows (group, <= T) stay in L1, so the softmax is two plain passes over each row
+// (max, then exp and sum) instead of FlashAttention's online rescaling per tile, which, at Bk = 32 and
+// hs = 32, cost as much as the products. The products accumulate in registers over tiles of 4 rows;
+// those over keys (P V, dS K, P^T dO, dS^T Q) are vectorised over hs.
 #pragma once
 
 #include <algorithm>
@@ -36,12 +37,15 @@ struct AttnShape {
   int B, T, NH, NKV, hs;
 };
 
-/// Query rows per group and keys per tile (measured on Zen 4 at hs 32 and T 128, 256: docs/performance.md).
-constexpr int kAttnRows = 4, kAttnKeys = 32;
+/// Keys per tile, rows per register tile of the products, and query rows per group in forward and in
+/// backward (where the group's rows share one read and write of each key's dk, dv); measured on Zen 4 at
+/// hs 32 and T 128, 256 (docs/PERFORMANCE.md).
+constexpr int kAttnKeys = 32, kAttnTileRows = 4, kAttnRowsForward = 4, kAttnRowsBackward = 16;
 
 namespace detail {
 
-constexpr int R_ = kAttnRows, BK_ = kAttnKeys;
+constexpr int BK_ = kAttnKeys, RT_ = kAttnTileRows;
+static_assert(kAttnRowsForward % RT_ == 0 && kAttnRowsBackward % RT_ == 0, "a row group is a whole number of register tiles");
 
 /// Packs the (Tn, hs) head slice x (rows of stride ld) as key tiles transposed: xt (ceil(Tn / Bk), hs, Bk),
 /// tile t holding keys [t Bk, t Bk + Bk) (zero past Tn), so one tile's operand is aligned and contiguous.
@@ -64,67 +68,68 @@ template <class T> constexpr int kAttnLanes = ei::unpacket_traits<AttnPacket<T>>
 /// Columns of hs a product over keys handles at once: 256 bytes (16 registers of accumulators for R = 4).
 template <class T, int HS> constexpr int kAttnChunk = HS < int(256 / sizeof(T)) ? HS : int(256 / sizeof(T));
 
-/// c (R, Bk; rows of stride ldc) = a (R, hs) . bt (hs, Bk)   (bt: one packed key tile)
+/// c (RT, Bk; rows of stride ldc) = a (RT, hs) . bt (hs, Bk)   (bt: one packed key tile)
 template <class T, int HS>
 void attn_rows_dot_tile(T* c, int ldc, const T* a, const T* bt, int hs_) {
   using P = AttnPacket<T>;
   constexpr int L = kAttnLanes<T>, NP = BK_ / L;
   static_assert(BK_ % L == 0, "the key tile is a whole number of packets");
   const int hs = HS ? HS : hs_;
-  P acc[R_][NP];
-  for (int r = 0; r < R_; ++r)
+  P acc[RT_][NP];
+  for (int r = 0; r < RT_; ++r)
     for (int k = 0; k < NP; ++k) acc[r][k] = ei::pset1<P>(T(0));
   for (int d = 0; d < hs; ++d) {
     P b[NP];
     for (int k = 0; k < NP; ++k) b[k] = ei::pload<P>(bt + d * BK_ + k * L);
-    for (int r = 0; r < R_; ++r) {
+    for (int r = 0; r < RT_; ++r) {
       const P ar = ei::pset1<P>(a[r * hs + d]);
       for (int k = 0; k < NP; ++k) acc[r][k] = ei::pmadd(ar, b[k], acc[r][k]);
     }
   }
-  for (int r = 0; r < R_; ++r)
+  for (int r = 0; r < RT_; ++r)
     for (int k = 0; k < NP; ++k) ei::pstoreu(c + r * ldc + k * L, acc[r][k]);
 }
 
-/// c (R, hs) += p (R, nj; rows of stride ldp) . x (nj rows of stride ldx)
+/// c (RT, hs) += p (RT, nj; rows of stride ldp) . x (nj rows of stride ldx)
 template <class T, int HS>
 void attn_tile_times_rows(T* c, const T* p, int ldp, const T* x, Eigen::Index ldx, int nj, int hs_) {
   if constexpr (HS == 0) {
     const int hs = hs_;
     for (int j = 0; j < nj; ++j)
-      for (int r = 0; r < R_; ++r)
+      for (int r = 0; r < RT_; ++r)
         for (int d = 0; d < hs; ++d) c[r * hs + d] += p[r * ldp + j] * x[j * ldx + d];
   } else {
     using P = AttnPacket<T>;
     constexpr int L = kAttnLanes<T>, C = kAttnChunk<T, HS>, NP = C / L;
     static_assert(HS % C == 0 && C % L == 0, "the head is a whole number of chunks of packets");
     for (int d0 = 0; d0 < HS; d0 += C) {
-      P acc[R_][NP];
-      for (int r = 0; r < R_; ++r)
+      P acc[RT_][NP];
+      for (int r = 0; r < RT_; ++r)
         for (int k = 0; k < NP; ++k) acc[r][k] = ei::ploadu<P>(c + r * HS + d0 + k * L);
       for (int j = 0; j < nj; ++j) {
         P xj[NP];
         for (int k = 0; k < NP; ++k) xj[k] = ei::ploadu<P>(x + j * ldx + d0 + k * L);
-        for (int r = 0; r < R_; ++r) {
+        for (int r = 0; r < RT_; ++r) {
           const P pr = ei::pset1<P>(p[r * ldp + j]);
           for (int k = 0; k < NP; ++k) acc[r][k] = ei::pmadd(pr, xj[k], acc[r][k]);
         }
       }
-      for (int r = 0; r < R_; ++r)
+      for (int r = 0; r < RT_; ++r)
         for (int k = 0; k < NP; ++k) ei::pstoreu(c + r * HS + d0 + k * L, acc[r][k]);
     }
   }
 }
 
-/// c (nj rows of stride ldc) += p^T (nj, R) . a (R, hs), with p (R, nj; rows of stride ldp), kAttnKeyGroup
-/// keys at a time (nj <= Bk)
+/// c (nj rows of stride ldc) += p^T (nj, nr) . a (nr, hs), with p (nr, nj; rows of stride ldp), kAttnKeyGroup
+/// keys at a time (nj <= Bk): the accumulators stay in registers over the group's rows, c is read and
+/// written once per group
 constexpr int kAttnKeyGroup = 4;
 template <class T, int HS>
-void attn_tile_t_times_rows(T* c, Eigen::Index ldc, const T* p, int ldp, const T* a, int nj, int hs_) {
+void attn_tile_t_times_rows(T* c, Eigen::Index ldc, const T* p, int ldp, const T* a, int nr, int nj, int hs_) {
   if constexpr (HS == 0) {
     const int hs = hs_;
     for (int j = 0; j < nj; ++j)
-      for (int r = 0; r < R_; ++r)
+      for (int r = 0; r < nr; ++r)
         for (int d = 0; d < hs; ++d) c[j * ldc + d] += p[r * ldp + j] * a[r * hs + d];
   } else {
     using P = AttnPacket<T>;
@@ -136,7 +141,7 @@ void attn_tile_t_times_rows(T* c, Eigen::Index ldc, const T* p, int ldp, const T
         P acc[G][NP];
         for (int g = 0; g < G; ++g)
           for (int k = 0; k < NP; ++k) acc[g][k] = ei::pset1<P>(T(0));
-        for (int r = 0; r < R_; ++r) {
+        for (int r = 0; r < nr; ++r) {
           P ar[NP];
           for (int k = 0; k < NP; ++k) ar[k] = ei::ploadu<P>(a + r * HS + d0 + k * L);
           for (int g = 0; g < G; ++g) {
@@ -157,13 +162,13 @@ void attn_tile_t_times_rows(T* c, Eigen::Index ldc, const T* p, int ldp, const T
 
 /// One group of query rows i0 .. i0 + R - 1 of a (b, h): the rows that exist (nr <= R, the rest are zero),
 /// their scaled queries qs (R, hs) = q / sqrt(hs), and the keys [j0, j1) they see, in whole tiles from j0.
-template <class T>
+template <class T, int R>
 struct AttnRows {
-  int nr, j0, j1, lo[R_], hi[R_];  // row r's window in the group's key range: [lo[r], hi[r]) (empty past T)
+  int nr, j0, j1, lo[R], hi[R];  // row r's window in the group's key range: [lo[r], hi[r]) (empty past T)
   AttnRows(T* qs, const T* q, Eigen::Index ldq, const int* fb, int i0, int Tn, int hs, T scale) {
-    nr = std::min(R_, Tn - i0);
+    nr = std::min(R, Tn - i0);
     j0 = fb[i0] / BK_ * BK_, j1 = i0 + nr;
-    for (int r = 0; r < R_; ++r) {
+    for (int r = 0; r < R; ++r) {
       lo[r] = r < nr ? fb[i0 + r] - j0 : 0, hi[r] = r < nr ? i0 + r + 1 - j0 : 0;
       auto qr = vec(qs + r * hs, hs);
       if (r < nr) qr = scale * cvec(q + (i0 + r) * ldq, hs);
@@ -171,20 +176,23 @@ struct AttnRows {
     }
   }
   int tiles() const { return (j1 - j0 + BK_ - 1) / BK_; }
+  int row_tiles() const { return (nr + RT_ - 1) / RT_; }  // register tiles of RT rows holding the nr rows
 };
 
-/// s (R, tiles * Bk; rows of stride lds) = a (R, hs) . the key tiles from rows.j0 (xt: packed, attn_pack_tiles)
-template <class T, int HS>
-void attn_rows_dot_tiles(T* s, int lds, const T* a, const T* xt, const AttnRows<T>& rows, int hs) {
-  for (int t = 0; t < rows.tiles(); ++t)
-    attn_rows_dot_tile<T, HS>(s + t * BK_, lds, a, xt + std::size_t(rows.j0 + t * BK_) * hs, hs);
+/// s (R, tiles * Bk; rows of stride lds) = a (R, hs) . the key tiles from rows.j0 (xt: packed, attn_pack_tiles),
+/// for the register tiles that hold rows
+template <class T, int HS, int R>
+void attn_rows_dot_tiles(T* s, int lds, const T* a, const T* xt, const AttnRows<T, R>& rows, int hs) {
+  for (int rt = 0; rt < rows.row_tiles(); ++rt)
+    for (int t = 0; t < rows.tiles(); ++t)
+      attn_rows_dot_tile<T, HS>(s + rt * RT_ * lds + t * BK_, lds, a + rt * RT_ * hs, xt + std::size_t(rows.j0 + t * BK_) * hs, hs);
 }
 
 /// p = exp(s - shift) over row r's window, 0 elsewhere in the group's tiles (p, s: one row, 64-byte aligned;
 /// the exp runs over whole tiles, whole packets, and what lies outside the window is then zeroed); returns
 /// the sum of the row's p
-template <class T>
-T attn_exp_window(T* p, const T* s, const AttnRows<T>& rows, int r, T shift) {
+template <class T, int R>
+T attn_exp_window(T* p, const T* s, const AttnRows<T, R>& rows, int r, T shift) {
   using Row = Eigen::Array<T, 1, Eigen::Dynamic>;
   const int lo = rows.lo[r], hi = rows.hi[r], n = rows.tiles() * BK_;
   Eigen::Map<Row, Eigen::Aligned64>(p, n) = (Eigen::Map<const Row, Eigen::Aligned64>(s, n) - shift).exp();
@@ -198,27 +206,30 @@ void attention_forward_hs(RowMapS<T> out, T* lse, CRowMapS<T> q, CRowMapS<T> k, 
   const int Tn = s.T, NH = s.NH, group = NH / s.NKV, hs = HS ? HS : s.hs, nt = (Tn + BK_ - 1) / BK_, lds = nt * BK_;
   const T scale = T(1) / std::sqrt(T(hs));
   // KT (T / Bk, hs, Bk); qs, o (R, hs); the group's scores and probabilities sp (R, T rounded up to Bk)
-  AlignedVector<T> kt(std::size_t(nt) * hs * BK_), qs(R_ * hs), o(R_ * hs), sp(std::size_t(R_) * lds);
+  constexpr int R = kAttnRowsForward;
+  AlignedVector<T> kt(std::size_t(nt) * hs * BK_), qs(R * hs), o(R * hs), sp(std::size_t(R) * lds);
   for (int b = 0; b < s.B; ++b) {
     const int* fb = first + std::size_t(b) * Tn;
     const std::size_t r0 = std::size_t(b) * Tn;
     for (int kh = 0; kh < s.NKV; ++kh) {
       attn_pack_tiles(kt.data(), k.data() + r0 * k.outerStride() + kh * hs, k.outerStride(), Tn, hs);
       for (int h = kh * group; h < (kh + 1) * group; ++h)
-        for (int i0 = 0; i0 < Tn; i0 += R_) {
-          const AttnRows<T> rows(qs.data(), q.data() + r0 * q.outerStride() + h * hs, q.outerStride(), fb, i0, Tn, hs, scale);
+        for (int i0 = 0; i0 < Tn; i0 += R) {
+          const AttnRows<T, R> rows(qs.data(), q.data() + r0 * q.outerStride() + h * hs, q.outerStride(), fb, i0, Tn, hs, scale);
           attn_rows_dot_tiles<T, HS>(sp.data(), lds, qs.data(), kt.data(), rows, hs);
-          T m[R_], l[R_];
-          for (int r = 0; r < R_; ++r) {  // softmax numerators in place; a row has at least itself: l >= 1
+          T m[R], l[R];
+          for (int r = 0; r < R; ++r) {  // softmax numerators in place; a row has at least itself: l >= 1
             T* sr = sp.data() + r * lds;
             m[r] = r < rows.nr ? cvec(sr + rows.lo[r], rows.hi[r] - rows.lo[r]).maxCoeff() : T(0);
             l[r] = attn_exp_window(sr, sr, rows, r, m[r]);
           }
           std::fill(o.begin(), o.end(), T(0));
           const int nk = rows.j1 - rows.j0;
-          for (int t = 0; t * BK_ < nk; ++t)
-            attn_tile_times_rows<T, HS>(o.data(), sp.data() + t * BK_, lds, v.data() + (r0 + rows.j0 + t * BK_) * v.outerStride() + kh * hs,
-                                        v.outerStride(), std::min(BK_, nk - t * BK_), hs);
+          for (int rt = 0; rt < rows.row_tiles(); ++rt)
+            for (int t = 0; t * BK_ < nk; ++t)
+              attn_tile_times_rows<T, HS>(o.data() + rt * RT_ * hs, sp.data() + rt * RT_ * lds + t * BK_, lds,
+                                          v.data() + (r0 + rows.j0 + t * BK_) * v.outerStride() + kh * hs, v.outerStride(),
+                                          std::min(BK_, nk - t * BK_), hs);
           for (int r = 0; r < rows.nr; ++r) {
             vec(out.data() + (r0 + i0 + r) * out.outerStride() + h * hs, hs) = cvec(o.data() + r * hs, hs) / l[r];
             lse[(std::size_t(b) * NH + h) * Tn + i0 + r] = m[r] + std::log(l[r]);
@@ -235,8 +246,9 @@ void attention_backward_hs(RowMapS<T> dq, RowMapS<T> dk, RowMapS<T> dv, T* Dt, C
   const T scale = T(1) / std::sqrt(T(hs));
   // KT, VT (T / Bk, hs, Bk); qs, dor, dqa (R, hs): scaled q rows, dO rows, dq accumulators;
   // p, ds (R, T rounded up to Bk): the group's probabilities and dP, then dS, in place
-  AlignedVector<T> kt(std::size_t(nt) * hs * BK_), vt(std::size_t(nt) * hs * BK_), qs(R_ * hs), dor(R_ * hs), dqa(R_ * hs);
-  AlignedVector<T> p(std::size_t(R_) * lds), ds(std::size_t(R_) * lds);
+  constexpr int R = kAttnRowsBackward;
+  AlignedVector<T> kt(std::size_t(nt) * hs * BK_), vt(std::size_t(nt) * hs * BK_), qs(R * hs), dor(R * hs), dqa(R * hs);
+  AlignedVector<T> p(std::size_t(R) * lds), ds(std::size_t(R) * lds);
   for (int b = 0; b < s.B; ++b) {
     const int* fb = first + std::size_t(b) * Tn;
     const std::size_t r0 = std::size_t(b) * Tn;
@@ -253,9 +265,9 @@ void attention_backward_hs(RowMapS<T> dq, RowMapS<T> dk, RowMapS<T> dv, T* Dt, C
       for (int h = kh * group; h < (kh + 1) * group; ++h) {
         const T* lh = lse + (std::size_t(b) * NH + h) * Tn;  // (T)
         const T* Dh = Dt + (std::size_t(b) * NH + h) * Tn;   // (T)
-        for (int i0 = 0; i0 < Tn; i0 += R_) {
-          const AttnRows<T> rows(qs.data(), q.data() + r0 * q.outerStride() + h * hs, q.outerStride(), fb, i0, Tn, hs, scale);
-          for (int r = 0; r < R_; ++r) {
+        for (int i0 = 0; i0 < Tn; i0 += R) {
+          const AttnRows<T, R> rows(qs.data(), q.data() + r0 * q.outerStride() + h * hs, q.outerStride(), fb, i0, Tn, hs, scale);
+          for (int r = 0; r < R; ++r) {
             auto g = vec(dor.data() + r * hs, hs);
             if (r < rows.nr) g = cvec(dout.data() + (r0 + i0 + r) * dout.outerStride() + h * hs, hs);
             else g.setZero();
@@ -263,7 +275,7 @@ void attention_backward_hs(RowMapS<T> dq, RowMapS<T> dk, RowMapS<T> dv, T* Dt, C
           attn_rows_dot_tiles<T, HS>(p.data(), lds, qs.data(), kt.data(), rows, hs);
           attn_rows_dot_tiles<T, HS>(ds.data(), lds, dor.data(), vt.data(), rows, hs);  // dP
           const int n = rows.tiles() * BK_;
-          for (int r = 0; r < R_; ++r) {
+          for (int r = 0; r < R; ++r) {
             T* pr = p.data() + r * lds;
             attn_exp_window(pr, pr, rows, r, r < rows.nr ? lh[i0 + r] : T(0));
             auto dsr = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>>(ds.data() + r * lds, n);
@@ -273,9 +285,11 @@ void attention_backward_hs(RowMapS<T> dq, RowMapS<T> dk, RowMapS<T> dv, T* Dt, C
           const int nk = rows.j1 - rows.j0;
           for (int t = 0; t * BK_ < nk; ++t) {
             const int j = rows.j0 + t * BK_, nj = std::min(BK_, nk - t * BK_);
-            attn_tile_times_rows<T, HS>(dqa.data(), ds.data() + t * BK_, lds, kh_rows + j * k.outerStride(), k.outerStride(), nj, hs);
-            attn_tile_t_times_rows<T, HS>(dkh + j * dk.outerStride(), dk.outerStride(), ds.data() + t * BK_, lds, qs.data(), nj, hs);
-            attn_tile_t_times_rows<T, HS>(dvh + j * dv.outerStride(), dv.outerStride(), p.data() + t * BK_, lds, dor.data(), nj, hs);
+            for (int rt = 0; rt < rows.row_tiles(); ++rt)
+              attn_tile_times_rows<T, HS>(dqa.data() + rt * RT_ * hs, ds.data() + rt * RT_ * lds + t * BK_, lds, kh_rows + j * k.outerStride(),
+                                          k.outerStride(), nj, hs);
+            attn_tile_t_times_rows<T, HS>(dkh + j * dk.outerStride(), dk.outerStride(), ds.data() + t * BK_, lds, qs.data(), rows.nr, nj, hs);
+            attn_tile_t_times_rows<T, HS>(dvh + j * dv.outerStride(), dv.outerStride(), p.data() + t * BK_, lds, dor.data(), rows.nr, nj, hs);
           }
           for (int r = 0; r < rows.nr; ++r)
             vec(dq.data() + (r0 + i0 + r) * dq.outerStride() + h * hs, hs) += scale * cvec(dqa.data() + r * hs, hs);
