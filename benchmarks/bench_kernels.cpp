@@ -237,18 +237,20 @@ void attention(benchmark::State& st, const Cfg& c, bool backward) {
   const AttnShape s{c.B, c.T, c.NH, c.NKV, c.hs()};
   auto q = rand_buf(std::size_t(N) * QD, 11), k = rand_buf(std::size_t(N) * KD, 12), v = rand_buf(std::size_t(N) * KD, 13);
   auto dout = rand_buf(std::size_t(N) * QD, 14);
-  AlignedVector<float> out(std::size_t(N) * QD), att(std::size_t(c.B) * c.NH * c.T * c.T, 0.f), scratch(std::size_t(c.T) * c.T);
+  // lse and Dt (B, NH, T): the forward's state and the backward's scratch
+  AlignedVector<float> out(std::size_t(N) * QD), lse(std::size_t(c.B) * c.NH * c.T, 0.f), Dt(std::size_t(c.B) * c.NH * c.T);
   AlignedVector<float> dq(std::size_t(N) * QD, 0.f), dk(std::size_t(N) * KD, 0.f), dv(std::size_t(N) * KD, 0.f);
   const std::vector<int> first(std::size_t(N), 0);  // one document per row
   auto fwd = [&] {
-    attention_forward(smat(out.data(), N, QD), att.data(), csmat(q.data(), N, QD), csmat(k.data(), N, KD), csmat(v.data(), N, KD),
+    attention_forward(smat(out.data(), N, QD), lse.data(), csmat(q.data(), N, QD), csmat(k.data(), N, KD), csmat(v.data(), N, KD),
                       first.data(), s);
   };
   auto bwd = [&] {
-    attention_backward(smat(dq.data(), N, QD), smat(dk.data(), N, KD), smat(dv.data(), N, KD), scratch.data(), csmat(dout.data(), N, QD),
-                       att.data(), csmat(q.data(), N, QD), csmat(k.data(), N, KD), csmat(v.data(), N, KD), first.data(), s);
+    attention_backward(smat(dq.data(), N, QD), smat(dk.data(), N, KD), smat(dv.data(), N, KD), Dt.data(), csmat(dout.data(), N, QD),
+                       csmat(out.data(), N, QD), lse.data(), csmat(q.data(), N, QD), csmat(k.data(), N, KD), csmat(v.data(), N, KD),
+                       first.data(), s);
   };
-  fwd();  // the probabilities backward reads
+  fwd();  // the out and lse backward reads
   if (backward) bwd();
   for (auto _ : st) {
     if (backward) bwd();
@@ -257,7 +259,8 @@ void attention(benchmark::State& st, const Cfg& c, bool backward) {
     benchmark::DoNotOptimize(dq.data());
     benchmark::ClobberMemory();
   }
-  // causal model FLOPs: QK^T and AV over (T+1)/2 keys on average, per head; backward does 4 such products
+  // causal model FLOPs: QK^T and AV over (T+1)/2 keys on average, per head; backward counts 4 such products
+  // (it computes 5: the scores are recomputed, not read)
   const double fwd_flops = 2.0 * c.B * c.NH * double(c.T) * (c.T + 1) * c.hs();
   set_gflops(st, backward ? 2.0 * fwd_flops : fwd_flops);
 }

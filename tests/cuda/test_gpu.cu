@@ -237,8 +237,9 @@ TEST_F(Gpu, AttentionForwardBackwardMatchCpu) {
       }
     }
     const fbt::AttnShape sh{c.B, c.T, c.NH, c.NKV, c.hs};
-    std::vector<float> out(std::size_t(N) * QD), att(std::size_t(c.B) * c.NH * c.T * c.T), scratch(std::size_t(c.T) * c.T);
-    fbt::attention_forward(fbt::smat(out.data(), N, QD), att.data(), fbt::csmat(q.data(), N, QD), fbt::csmat(k.data(), N, KD),
+    // the CPU's out, logsumexp and backward scratch (B, NH, T)
+    std::vector<float> out(std::size_t(N) * QD), lse_cpu(std::size_t(c.B) * c.NH * c.T), Dt(std::size_t(c.B) * c.NH * c.T);
+    fbt::attention_forward(fbt::smat(out.data(), N, QD), lse_cpu.data(), fbt::csmat(q.data(), N, QD), fbt::csmat(k.data(), N, KD),
                            fbt::csmat(v.data(), N, KD), first.data(), sh);
     // reference logsumexp of the scaled scores, in double
     std::vector<float> lse(std::size_t(c.B) * c.NH * c.T);
@@ -266,9 +267,9 @@ TEST_F(Gpu, AttentionForwardBackwardMatchCpu) {
     // backward accumulates into random dq, dk, dv
     auto dq0 = randn(q.size(), 35), dk0 = randn(k.size(), 36), dv0 = randn(v.size(), 37);
     std::vector<float> dq = dq0, dk = dk0, dv = dv0;
-    fbt::attention_backward(fbt::smat(dq.data(), N, QD), fbt::smat(dk.data(), N, KD), fbt::smat(dv.data(), N, KD), scratch.data(),
-                            fbt::csmat(dout.data(), N, QD), att.data(), fbt::csmat(q.data(), N, QD), fbt::csmat(k.data(), N, KD),
-                            fbt::csmat(v.data(), N, KD), first.data(), sh);
+    fbt::attention_backward(fbt::smat(dq.data(), N, QD), fbt::smat(dk.data(), N, KD), fbt::smat(dv.data(), N, KD), Dt.data(),
+                            fbt::csmat(dout.data(), N, QD), fbt::csmat(out.data(), N, QD), lse_cpu.data(), fbt::csmat(q.data(), N, QD),
+                            fbt::csmat(k.data(), N, KD), fbt::csmat(v.data(), N, KD), first.data(), sh);
     Dev<float> gdq(dq0), gdk(dk0), gdv(dv0), gD(std::size_t(N) * c.NH);
     fc::attention_backward(gdq.p(), gdk.p(), gdv.p(), gD.p(), gdo.p(), go.p(), gl.p(), gq.p(), gk.p(), gv.p(), gf.p(), c.B, c.T, c.NH, c.NKV, c.hs,
                            nullptr);

@@ -92,18 +92,19 @@ template <class T> struct CpuBackend {
     const int QD = NH * 2 * tab.half;
     fbt::rope_backward(smat(dinp, R, QD), csmat(dout, R, QD), pos, tab, NH);
   }
-  /// The CPU keeps the probabilities (B, NH, T, T) for backward, which uses a (T, T) scratch.
-  static std::size_t attention_state_size(int B, int Tn, int NH) { return std::size_t(B) * NH * Tn * Tn; }
-  static std::size_t attention_scratch_size(int, int Tn, int) { return std::size_t(Tn) * Tn; }
+  /// The state: the logsumexp of each query row's scaled scores (B, NH, T); the scratch: Dt = rowsum(dO * O)
+  /// (B, NH, T). Backward recomputes the probabilities (ops/attention.hpp), as the CUDA backend does.
+  static std::size_t attention_state_size(int B, int Tn, int NH) { return std::size_t(B) * NH * Tn; }
+  static std::size_t attention_scratch_size(int B, int Tn, int NH) { return std::size_t(B) * NH * Tn; }
   void attention_forward(T* out, T* state, const T* q, const T* k, const T* v, const int* first, int B, int Tn, int NH, int NKV, int hs) {
     const int N = B * Tn, QD = NH * hs, KD = NKV * hs;
     fbt::attention_forward(smat(out, N, QD), state, csmat(q, N, QD), csmat(k, N, KD), csmat(v, N, KD), first, AttnShape{B, Tn, NH, NKV, hs});
   }
-  void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* /*out: unused, the probabilities are kept*/,
-                          const T* state, const T* q, const T* k, const T* v, const int* first, int B, int Tn, int NH, int NKV, int hs) {
+  void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* out, const T* state, const T* q, const T* k, const T* v,
+                          const int* first, int B, int Tn, int NH, int NKV, int hs) {
     const int N = B * Tn, QD = NH * hs, KD = NKV * hs;
-    fbt::attention_backward(smat(dq, N, QD), smat(dk, N, KD), smat(dv, N, KD), scratch, csmat(dout, N, QD), state, csmat(q, N, QD),
-                            csmat(k, N, KD), csmat(v, N, KD), first, AttnShape{B, Tn, NH, NKV, hs});
+    fbt::attention_backward(smat(dq, N, QD), smat(dk, N, KD), smat(dv, N, KD), scratch, csmat(dout, N, QD), csmat(out, N, QD), state,
+                            csmat(q, N, QD), csmat(k, N, KD), csmat(v, N, KD), first, AttnShape{B, Tn, NH, NKV, hs});
   }
   void attention_decode(T* out, const T* q, const T* const* kc, const T* const* vc, const int* len1, int max_len1, int R, int NH, int NKV,
                         int hs) {

@@ -2,9 +2,9 @@
 // (backend/backend.hpp, checked by backend/contract.hpp) with the CUDA kernels' contracts (cuda/kernels.cuh).
 //
 // Plain loops with the same arguments, the same accumulate-or-write rules and the same algorithms as the
-// CUDA kernels where they differ from the CPU's: attention keeps only the logsumexp (B, NH, T) as its
-// state, uses a (B, NH, T) scratch (Dt = rowsum(dO * O)) and recomputes the probabilities in backward,
-// so the shared code is checked with a backend whose attention keeps a different state than the CPU's.
+// CUDA kernels: attention keeps only the logsumexp (B, NH, T) as its state, uses a (B, NH, T) scratch
+// (Dt = rowsum(dO * O)) and recomputes the probabilities in backward (the CPU's tiled kernels do the same,
+// ops/attention.hpp; these are the plain per-row loops).
 // Fresh buffers are filled with NaN (ints with a huge value, pointers with null), like uninitialised
 // device memory, so that any reliance of the shared code on a zero fill shows up as a NaN in the
 // comparison with the CPU. GEMM operands may be rounded to bf16 (the CUDA backend's GemmMode::bf16).

@@ -10,8 +10,8 @@
 // return a double (softmax_xent_forward, sum_squares, masked_*), which synchronise to hand the host its
 // result. Uploads from pageable host memory return once the data is staged, so the host buffer may be
 // reused at once (CUDA semantics).
-// Where the GPU differs from the CPU: attention keeps the logsumexp (B, NH, T) for backward instead of the
-// probabilities (B, NH, T, T), and recomputes the probabilities tile by tile (kernels.cuh).
+// Attention keeps the logsumexp (B, NH, T) for backward and recomputes the probabilities tile by tile
+// (kernels.cuh), as the CPU does (ops/attention.hpp).
 // CUDA-only: include from .cu translation units.
 #pragma once
 

@@ -22,8 +22,8 @@
 // Parameters (under the scope the block gives, e.g. model.layers.{i}.self_attn.): {q,k,v,o}_proj.weight,
 // {q,k}_norm.weight, registered in that order (the store's order, which the initialiser draws in). The
 // RoPE table (max_positions, hs/2) is a constant shared by every layer of the same head size and theta.
-// What attention keeps for backward is the backend's choice (the CPU keeps the probabilities, a GPU the
-// logsumexp): the kernel's cache holds `att`, sized by the backend.
+// What attention keeps for backward is the backend's choice (the CPU and CUDA backends keep the logsumexp
+// (B, NH, T) and recompute the probabilities): the kernel's cache holds `att`, sized by the backend.
 #pragma once
 
 #include <cmath>
@@ -180,11 +180,11 @@ template <class T> struct AttentionKernel {
   int window = 0;  // sliding window W (0: full causal attention)
 
   struct Cache {
-    T* att;   // backend-sized attention state (CPU: (B, NH, T, T) probabilities)
+    T* att;   // backend-sized attention state (CPU and CUDA: the logsumexp (B, NH, T))
     T* ao;    // (N, NH*hs)  attention output
     // backward's scratch (temporaries; null without grad)
     T* dao;   // (N, NH*hs)  gradient of ao (the output stage accumulates it)
-    T* datt;  // backend-sized attention scratch (CPU: (T, T))
+    T* datt;  // backend-sized attention scratch (CPU and CUDA: Dt (B, NH, T))
   };
   struct DecodeCache {
     T* ao;  // (R, NH*hs)

@@ -1,17 +1,31 @@
 // fbt/ops/attention.hpp: causal grouped-query scaled dot-product attention (Vaswani et al. 2017;
-// GQA, Ainslie et al. 2023), with document masking for packed sequences.
+// GQA, Ainslie et al. 2023), with document masking for packed sequences, fused flash-style (Dao et al.
+// 2022, FlashAttention): the (T, T) scores and probabilities are never stored; backward recomputes them
+// from the logsumexp of each query row.
 //
-// Per batch row b and query head h (key/value head kh = h / (NH / NKV), spec section 9):
-//   S = Q K^T / sqrt(hs)                      (T, T)
-//   A[t, s] = softmax over s in [first_t, t]   (0 elsewhere: causal and within t's document)
-//   O = A V                                   (T, hs)
-// Backward (dA = dO V^T):
-//   dS = A * (dA - rowsum(dA * A));  dQ += dS K / sqrt(hs);  dK += dS^T Q / sqrt(hs);  dV += A^T dO
+// Per batch row b and query head h (key/value head kh = h / (NH / NKV), spec section 9), with the scaled
+// scores s_ij = q_i . k_j / sqrt(hs) over the window j in [first_i, i] (causal and within i's document;
+// entries outside it are never computed into anything):
+//   forward:   m_i = max_j s_ij;  p_ij = exp(s_ij - m_i);  l_i = sum_j p_ij;
+//              out_i = (sum_j p_ij v_j) / l_i;  lse_i = m_i + log l_i                   (state: lse (B, NH, T))
+//   backward:  p_ij = exp(s_ij - lse_i);  Dt_i = dO_i . out_i                           (scratch: Dt (B, NH, T))
+//              dP_ij = dO_i . v_j;  dS_ij = p_ij (dP_ij - Dt_i);
+//              dq_i += sum_j dS_ij k_j / sqrt(hs);  dk_j += sum_i dS_ij q_i / sqrt(hs);  dv_j += sum_i p_ij dO_i
+// The same state and scratch as the CUDA kernels (cuda/kernels.cuh) and check/host_backend.hpp.
 // `first` (B*T) gives, for each position, the first position of its document within the row (0 when
 // the row is one document): that is the whole of the document mask (spec invariant 6).
-// The probabilities A are kept (B, NH, T, T) for backward, as llm.c does.
+//
+// The work, per (b, kh): the head's keys (and, in backward, values) are packed as key tiles transposed,
+// KT (T / Bk, hs, Bk), so that a score row over a tile is Bk-wide multiply-adds over d. Query rows go in
+// groups (4 rows in forward, 16 in backward), over the whole key tiles from the tile holding their first
+// window start to their last row (the causal upper triangle and earlier documents are skipped a tile at a
+// time). The group's score rows (group, <= T) stay in L1, so the softmax is two plain passes over each row
+// (max, then exp and sum) instead of FlashAttention's online rescaling per tile, which, at Bk = 32 and
+// hs = 32, cost as much as the products. The products accumulate in registers over tiles of 4 rows;
+// those over keys (P V, dS K, P^T dO, dS^T Q) are vectorised over hs.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -23,18 +37,275 @@ struct AttnShape {
   int B, T, NH, NKV, hs;
 };
 
-/// Queries are processed in blocks of this many rows; a block attends only to keys [first of its first
-/// row, its last row], so the causal upper triangle (and earlier documents) is never computed.
-constexpr int kAttnBlock = 64;
+/// Keys per tile, rows per register tile of the products, and query rows per group in forward and in
+/// backward (where the group's rows share one read and write of each key's dk, dv); measured on Zen 4 at
+/// hs 32 and T 128, 256 (docs/PERFORMANCE.md).
+constexpr int kAttnKeys = 32, kAttnTileRows = 4, kAttnRowsForward = 4, kAttnRowsBackward = 16;
 
-/// \brief out (B*T, NH*hs) = attention(q (B*T, NH*hs), k, v (B*T, NKV*hs)); att (B, NH, T, T) probabilities.
-/// Only the entries of the causal blocks are written: row t's window [first_t, t] holds its probabilities
-/// and the rest of its block row is zero; entries left of a block's first key or right of its last row are
-/// not touched (backward never reads them).
+namespace detail {
+
+constexpr int BK_ = kAttnKeys, RT_ = kAttnTileRows;
+static_assert(kAttnRowsForward % RT_ == 0 && kAttnRowsBackward % RT_ == 0, "a row group is a whole number of register tiles");
+
+/// Packs the (Tn, hs) head slice x (rows of stride ld) as key tiles transposed: xt (ceil(Tn / Bk), hs, Bk),
+/// tile t holding keys [t Bk, t Bk + Bk) (zero past Tn), so one tile's operand is aligned and contiguous.
 template <class T>
-void attention_forward(RowMapS<T> out, T* att, CRowMapS<T> q, CRowMapS<T> k, CRowMapS<T> v, const int* first,
-                       const AttnShape& s) {
-  const int B = s.B, Tn = s.T, NH = s.NH, NKV = s.NKV, hs = s.hs, group = NH / NKV;
+void attn_pack_tiles(T* xt, const T* x, Eigen::Index ld, int Tn, int hs) {
+  const int nt = (Tn + BK_ - 1) / BK_;
+  std::fill(xt + std::size_t(nt - 1) * hs * BK_, xt + std::size_t(nt) * hs * BK_, T(0));
+  for (int j = 0; j < Tn; ++j) {  // rows of x read once, in order
+    T* col = xt + std::size_t(j / BK_) * hs * BK_ + j % BK_;
+    for (int d = 0; d < hs; ++d) col[d * BK_] = x[j * ld + d];
+  }
+}
+
+// The products over a tile accumulate in Eigen's SIMD packets (pmadd: one fused multiply-add per packet),
+// held in registers: plain loops over local arrays were kept in memory by the compiler. HS is the head size
+// when known at compile time (a multiple of the packet width), else 0: plain loops for any head size.
+namespace ei = Eigen::internal;
+template <class T> using AttnPacket = typename ei::packet_traits<T>::type;
+template <class T> constexpr int kAttnLanes = ei::unpacket_traits<AttnPacket<T>>::size;
+/// Columns of hs a product over keys handles at once: 256 bytes (16 registers of accumulators for R = 4).
+template <class T, int HS> constexpr int kAttnChunk = HS < int(256 / sizeof(T)) ? HS : int(256 / sizeof(T));
+
+/// c (RT, Bk; rows of stride ldc) = a (RT, hs) . bt (hs, Bk)   (bt: one packed key tile)
+template <class T, int HS>
+void attn_rows_dot_tile(T* c, int ldc, const T* a, const T* bt, int hs_) {
+  using P = AttnPacket<T>;
+  constexpr int L = kAttnLanes<T>, NP = BK_ / L;
+  static_assert(BK_ % L == 0, "the key tile is a whole number of packets");
+  const int hs = HS ? HS : hs_;
+  P acc[RT_][NP];
+  for (int r = 0; r < RT_; ++r)
+    for (int k = 0; k < NP; ++k) acc[r][k] = ei::pset1<P>(T(0));
+  for (int d = 0; d < hs; ++d) {
+    P b[NP];
+    for (int k = 0; k < NP; ++k) b[k] = ei::pload<P>(bt + d * BK_ + k * L);
+    for (int r = 0; r < RT_; ++r) {
+      const P ar = ei::pset1<P>(a[r * hs + d]);
+      for (int k = 0; k < NP; ++k) acc[r][k] = ei::pmadd(ar, b[k], acc[r][k]);
+    }
+  }
+  for (int r = 0; r < RT_; ++r)
+    for (int k = 0; k < NP; ++k) ei::pstoreu(c + r * ldc + k * L, acc[r][k]);
+}
+
+/// c (RT, hs) += p (RT, nj; rows of stride ldp) . x (nj rows of stride ldx)
+template <class T, int HS>
+void attn_tile_times_rows(T* c, const T* p, int ldp, const T* x, Eigen::Index ldx, int nj, int hs_) {
+  if constexpr (HS == 0) {
+    const int hs = hs_;
+    for (int j = 0; j < nj; ++j)
+      for (int r = 0; r < RT_; ++r)
+        for (int d = 0; d < hs; ++d) c[r * hs + d] += p[r * ldp + j] * x[j * ldx + d];
+  } else {
+    using P = AttnPacket<T>;
+    constexpr int L = kAttnLanes<T>, C = kAttnChunk<T, HS>, NP = C / L;
+    static_assert(HS % C == 0 && C % L == 0, "the head is a whole number of chunks of packets");
+    for (int d0 = 0; d0 < HS; d0 += C) {
+      P acc[RT_][NP];
+      for (int r = 0; r < RT_; ++r)
+        for (int k = 0; k < NP; ++k) acc[r][k] = ei::ploadu<P>(c + r * HS + d0 + k * L);
+      for (int j = 0; j < nj; ++j) {
+        P xj[NP];
+        for (int k = 0; k < NP; ++k) xj[k] = ei::ploadu<P>(x + j * ldx + d0 + k * L);
+        for (int r = 0; r < RT_; ++r) {
+          const P pr = ei::pset1<P>(p[r * ldp + j]);
+          for (int k = 0; k < NP; ++k) acc[r][k] = ei::pmadd(pr, xj[k], acc[r][k]);
+        }
+      }
+      for (int r = 0; r < RT_; ++r)
+        for (int k = 0; k < NP; ++k) ei::pstoreu(c + r * HS + d0 + k * L, acc[r][k]);
+    }
+  }
+}
+
+/// c (nj rows of stride ldc) += p^T (nj, nr) . a (nr, hs), with p (nr, nj; rows of stride ldp), kAttnKeyGroup
+/// keys at a time (nj <= Bk): the accumulators stay in registers over the group's rows, c is read and
+/// written once per group
+constexpr int kAttnKeyGroup = 4;
+template <class T, int HS>
+void attn_tile_t_times_rows(T* c, Eigen::Index ldc, const T* p, int ldp, const T* a, int nr, int nj, int hs_) {
+  if constexpr (HS == 0) {
+    const int hs = hs_;
+    for (int j = 0; j < nj; ++j)
+      for (int r = 0; r < nr; ++r)
+        for (int d = 0; d < hs; ++d) c[j * ldc + d] += p[r * ldp + j] * a[r * hs + d];
+  } else {
+    using P = AttnPacket<T>;
+    constexpr int L = kAttnLanes<T>, C = kAttnChunk<T, HS>, NP = C / L, G = kAttnKeyGroup;
+    static_assert(BK_ % G == 0, "the key tile is a whole number of key groups");
+    for (int j0 = 0; j0 < nj; j0 += G) {
+      const int ng = std::min(G, nj - j0);
+      for (int d0 = 0; d0 < HS; d0 += C) {
+        P acc[G][NP];
+        for (int g = 0; g < G; ++g)
+          for (int k = 0; k < NP; ++k) acc[g][k] = ei::pset1<P>(T(0));
+        for (int r = 0; r < nr; ++r) {
+          P ar[NP];
+          for (int k = 0; k < NP; ++k) ar[k] = ei::ploadu<P>(a + r * HS + d0 + k * L);
+          for (int g = 0; g < G; ++g) {
+            const P pg = ei::pset1<P>(p[r * ldp + j0 + g]);  // within the tile's row: j0 + g < Bk
+            for (int k = 0; k < NP; ++k) acc[g][k] = ei::pmadd(pg, ar[k], acc[g][k]);
+          }
+        }
+        for (int g = 0; g < G; ++g)  // g compile-time (acc stays in registers), the tail's keys skipped
+          if (g < ng)
+            for (int k = 0; k < NP; ++k) {
+              T* cj = c + (j0 + g) * ldc + d0 + k * L;
+              ei::pstoreu(cj, ei::padd(ei::ploadu<P>(cj), acc[g][k]));
+            }
+      }
+    }
+  }
+}
+
+/// One group of query rows i0 .. i0 + R - 1 of a (b, h): the rows that exist (nr <= R, the rest are zero),
+/// their scaled queries qs (R, hs) = q / sqrt(hs), and the keys [j0, j1) they see, in whole tiles from j0.
+template <class T, int R>
+struct AttnRows {
+  int nr, j0, j1, lo[R], hi[R];  // row r's window in the group's key range: [lo[r], hi[r]) (empty past T)
+  AttnRows(T* qs, const T* q, Eigen::Index ldq, const int* fb, int i0, int Tn, int hs, T scale) {
+    nr = std::min(R, Tn - i0);
+    j0 = fb[i0] / BK_ * BK_, j1 = i0 + nr;
+    for (int r = 0; r < R; ++r) {
+      lo[r] = r < nr ? fb[i0 + r] - j0 : 0, hi[r] = r < nr ? i0 + r + 1 - j0 : 0;
+      auto qr = vec(qs + r * hs, hs);
+      if (r < nr) qr = scale * cvec(q + (i0 + r) * ldq, hs);
+      else qr.setZero();
+    }
+  }
+  int tiles() const { return (j1 - j0 + BK_ - 1) / BK_; }
+  int row_tiles() const { return (nr + RT_ - 1) / RT_; }  // register tiles of RT rows holding the nr rows
+};
+
+/// s (R, tiles * Bk; rows of stride lds) = a (R, hs) . the key tiles from rows.j0 (xt: packed, attn_pack_tiles),
+/// for the register tiles that hold rows
+template <class T, int HS, int R>
+void attn_rows_dot_tiles(T* s, int lds, const T* a, const T* xt, const AttnRows<T, R>& rows, int hs) {
+  for (int rt = 0; rt < rows.row_tiles(); ++rt)
+    for (int t = 0; t < rows.tiles(); ++t)
+      attn_rows_dot_tile<T, HS>(s + rt * RT_ * lds + t * BK_, lds, a + rt * RT_ * hs, xt + std::size_t(rows.j0 + t * BK_) * hs, hs);
+}
+
+/// p = exp(s - shift) over row r's window, 0 elsewhere in the group's tiles (p, s: one row, 64-byte aligned;
+/// the exp runs over whole tiles, whole packets, and what lies outside the window is then zeroed); returns
+/// the sum of the row's p
+template <class T, int R>
+T attn_exp_window(T* p, const T* s, const AttnRows<T, R>& rows, int r, T shift) {
+  using Row = Eigen::Array<T, 1, Eigen::Dynamic>;
+  const int lo = rows.lo[r], hi = rows.hi[r], n = rows.tiles() * BK_;
+  Eigen::Map<Row, Eigen::Aligned64>(p, n) = (Eigen::Map<const Row, Eigen::Aligned64>(s, n) - shift).exp();
+  std::fill(p, p + lo, T(0));
+  std::fill(p + hi, p + n, T(0));
+  return Eigen::Map<const Row, Eigen::Aligned64>(p, n).sum();
+}
+
+template <class T, int HS>
+void attention_forward_hs(RowMapS<T> out, T* lse, CRowMapS<T> q, CRowMapS<T> k, CRowMapS<T> v, const int* first, const AttnShape& s) {
+  const int Tn = s.T, NH = s.NH, group = NH / s.NKV, hs = HS ? HS : s.hs, nt = (Tn + BK_ - 1) / BK_, lds = nt * BK_;
+  const T scale = T(1) / std::sqrt(T(hs));
+  // KT (T / Bk, hs, Bk); qs, o (R, hs); the group's scores and probabilities sp (R, T rounded up to Bk)
+  constexpr int R = kAttnRowsForward;
+  AlignedVector<T> kt(std::size_t(nt) * hs * BK_), qs(R * hs), o(R * hs), sp(std::size_t(R) * lds);
+  for (int b = 0; b < s.B; ++b) {
+    const int* fb = first + std::size_t(b) * Tn;
+    const std::size_t r0 = std::size_t(b) * Tn;
+    for (int kh = 0; kh < s.NKV; ++kh) {
+      attn_pack_tiles(kt.data(), k.data() + r0 * k.outerStride() + kh * hs, k.outerStride(), Tn, hs);
+      for (int h = kh * group; h < (kh + 1) * group; ++h)
+        for (int i0 = 0; i0 < Tn; i0 += R) {
+          const AttnRows<T, R> rows(qs.data(), q.data() + r0 * q.outerStride() + h * hs, q.outerStride(), fb, i0, Tn, hs, scale);
+          attn_rows_dot_tiles<T, HS>(sp.data(), lds, qs.data(), kt.data(), rows, hs);
+          T m[R], l[R];
+          for (int r = 0; r < R; ++r) {  // softmax numerators in place; a row has at least itself: l >= 1
+            T* sr = sp.data() + r * lds;
+            m[r] = r < rows.nr ? cvec(sr + rows.lo[r], rows.hi[r] - rows.lo[r]).maxCoeff() : T(0);
+            l[r] = attn_exp_window(sr, sr, rows, r, m[r]);
+          }
+          std::fill(o.begin(), o.end(), T(0));
+          const int nk = rows.j1 - rows.j0;
+          for (int rt = 0; rt < rows.row_tiles(); ++rt)
+            for (int t = 0; t * BK_ < nk; ++t)
+              attn_tile_times_rows<T, HS>(o.data() + rt * RT_ * hs, sp.data() + rt * RT_ * lds + t * BK_, lds,
+                                          v.data() + (r0 + rows.j0 + t * BK_) * v.outerStride() + kh * hs, v.outerStride(),
+                                          std::min(BK_, nk - t * BK_), hs);
+          for (int r = 0; r < rows.nr; ++r) {
+            vec(out.data() + (r0 + i0 + r) * out.outerStride() + h * hs, hs) = cvec(o.data() + r * hs, hs) / l[r];
+            lse[(std::size_t(b) * NH + h) * Tn + i0 + r] = m[r] + std::log(l[r]);
+          }
+        }
+    }
+  }
+}
+
+template <class T, int HS>
+void attention_backward_hs(RowMapS<T> dq, RowMapS<T> dk, RowMapS<T> dv, T* Dt, CRowMapS<T> dout, CRowMapS<T> out, const T* lse, CRowMapS<T> q,
+                           CRowMapS<T> k, CRowMapS<T> v, const int* first, const AttnShape& s) {
+  const int Tn = s.T, NH = s.NH, group = NH / s.NKV, hs = HS ? HS : s.hs, nt = (Tn + BK_ - 1) / BK_, lds = nt * BK_;
+  const T scale = T(1) / std::sqrt(T(hs));
+  // KT, VT (T / Bk, hs, Bk); qs, dor, dqa (R, hs): scaled q rows, dO rows, dq accumulators;
+  // p, ds (R, T rounded up to Bk): the group's probabilities and dP, then dS, in place
+  constexpr int R = kAttnRowsBackward;
+  AlignedVector<T> kt(std::size_t(nt) * hs * BK_), vt(std::size_t(nt) * hs * BK_), qs(R * hs), dor(R * hs), dqa(R * hs);
+  AlignedVector<T> p(std::size_t(R) * lds), ds(std::size_t(R) * lds);
+  for (int b = 0; b < s.B; ++b) {
+    const int* fb = first + std::size_t(b) * Tn;
+    const std::size_t r0 = std::size_t(b) * Tn;
+    for (int h = 0; h < NH; ++h)  // Dt (B, NH, T) = rowsum(dO * O)
+      for (int i = 0; i < Tn; ++i)
+        Dt[(std::size_t(b) * NH + h) * Tn + i] = cvec(dout.data() + (r0 + i) * dout.outerStride() + h * hs, hs)
+                                                     .dot(cvec(out.data() + (r0 + i) * out.outerStride() + h * hs, hs));
+    for (int kh = 0; kh < s.NKV; ++kh) {
+      attn_pack_tiles(kt.data(), k.data() + r0 * k.outerStride() + kh * hs, k.outerStride(), Tn, hs);
+      attn_pack_tiles(vt.data(), v.data() + r0 * v.outerStride() + kh * hs, v.outerStride(), Tn, hs);
+      const T* kh_rows = k.data() + r0 * k.outerStride() + kh * hs;  // (T, hs), stride k.outerStride()
+      T* dkh = dk.data() + r0 * dk.outerStride() + kh * hs;          // (T, hs), stride dk.outerStride()
+      T* dvh = dv.data() + r0 * dv.outerStride() + kh * hs;          // (T, hs), stride dv.outerStride()
+      for (int h = kh * group; h < (kh + 1) * group; ++h) {
+        const T* lh = lse + (std::size_t(b) * NH + h) * Tn;  // (T)
+        const T* Dh = Dt + (std::size_t(b) * NH + h) * Tn;   // (T)
+        for (int i0 = 0; i0 < Tn; i0 += R) {
+          const AttnRows<T, R> rows(qs.data(), q.data() + r0 * q.outerStride() + h * hs, q.outerStride(), fb, i0, Tn, hs, scale);
+          for (int r = 0; r < R; ++r) {
+            auto g = vec(dor.data() + r * hs, hs);
+            if (r < rows.nr) g = cvec(dout.data() + (r0 + i0 + r) * dout.outerStride() + h * hs, hs);
+            else g.setZero();
+          }
+          attn_rows_dot_tiles<T, HS>(p.data(), lds, qs.data(), kt.data(), rows, hs);
+          attn_rows_dot_tiles<T, HS>(ds.data(), lds, dor.data(), vt.data(), rows, hs);  // dP
+          const int n = rows.tiles() * BK_;
+          for (int r = 0; r < R; ++r) {
+            T* pr = p.data() + r * lds;
+            attn_exp_window(pr, pr, rows, r, r < rows.nr ? lh[i0 + r] : T(0));
+            auto dsr = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>>(ds.data() + r * lds, n);
+            dsr = Eigen::Map<const Eigen::Array<T, 1, Eigen::Dynamic>>(pr, n) * (dsr - (r < rows.nr ? Dh[i0 + r] : T(0)));
+          }
+          std::fill(dqa.begin(), dqa.end(), T(0));
+          const int nk = rows.j1 - rows.j0;
+          for (int t = 0; t * BK_ < nk; ++t) {
+            const int j = rows.j0 + t * BK_, nj = std::min(BK_, nk - t * BK_);
+            for (int rt = 0; rt < rows.row_tiles(); ++rt)
+              attn_tile_times_rows<T, HS>(dqa.data() + rt * RT_ * hs, ds.data() + rt * RT_ * lds + t * BK_, lds, kh_rows + j * k.outerStride(),
+                                          k.outerStride(), nj, hs);
+            attn_tile_t_times_rows<T, HS>(dkh + j * dk.outerStride(), dk.outerStride(), ds.data() + t * BK_, lds, qs.data(), rows.nr, nj, hs);
+            attn_tile_t_times_rows<T, HS>(dvh + j * dv.outerStride(), dv.outerStride(), p.data() + t * BK_, lds, dor.data(), rows.nr, nj, hs);
+          }
+          for (int r = 0; r < rows.nr; ++r)
+            vec(dq.data() + (r0 + i0 + r) * dq.outerStride() + h * hs, hs) += scale * cvec(dqa.data() + r * hs, hs);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
+/// \brief out (B*T, NH*hs) = attention(q (B*T, NH*hs), k, v (B*T, NKV*hs)); lse (B, NH, T) = the logsumexp
+/// of each query row's scaled scores over its window (the state backward reads).
+template <class T>
+void attention_forward(RowMapS<T> out, T* lse, CRowMapS<T> q, CRowMapS<T> k, CRowMapS<T> v, const int* first, const AttnShape& s) {
+  const int B = s.B, Tn = s.T, NH = s.NH, NKV = s.NKV, hs = s.hs;
   FBT_ASSERT(NKV > 0 && NH % NKV == 0, "attention_forward: NKV must divide NH");
   FBT_ASSERT(q.rows() == Eigen::Index(B) * Tn && q.cols() == Eigen::Index(NH) * hs && k.cols() == Eigen::Index(NKV) * hs &&
                  v.cols() == k.cols() && out.cols() == q.cols() && out.rows() == q.rows() && k.rows() == q.rows() && v.rows() == q.rows(),
@@ -45,74 +316,32 @@ void attention_forward(RowMapS<T> out, T* att, CRowMapS<T> q, CRowMapS<T> k, CRo
       FBT_ASSERT(f >= 0 && f <= t && (t == 0 || f >= first[std::size_t(b) * Tn + t - 1]),
                  "attention_forward: window start " + std::to_string(f) + " of position " + std::to_string(t) + " is outside [0, t] or goes back");
     }
-  const T scale = T(1) / std::sqrt(T(hs));
-  for (int b = 0; b < B; ++b) {
-    const int* fb = first + std::size_t(b) * Tn;
-    for (int h = 0; h < NH; ++h) {
-      const int kh = h / group;
-      const std::size_t r0 = std::size_t(b) * Tn;
-      T* A = att + (std::size_t(b) * NH + h) * Tn * Tn;
-      for (int i0 = 0; i0 < Tn; i0 += kAttnBlock) {
-        const int i1 = std::min(Tn, i0 + kAttnBlock), k0 = fb[i0], nk = i1 - k0, nq = i1 - i0;
-        auto Q = csmat(q.data() + (r0 + i0) * q.outerStride() + h * hs, nq, hs, q.outerStride());
-        auto K = csmat(k.data() + (r0 + k0) * k.outerStride() + kh * hs, nk, hs, k.outerStride());
-        auto V = csmat(v.data() + (r0 + k0) * v.outerStride() + kh * hs, nk, hs, v.outerStride());
-        auto O = smat(out.data() + (r0 + i0) * out.outerStride() + h * hs, nq, hs, out.outerStride());
-        auto Ab = smat(A + std::size_t(i0) * Tn + k0, nq, nk, Tn);  // this block's rows, keys [k0, i1)
-        gemm(Ab, Q, false, K, true, false);                      // scaled inside the softmax below
-        for (int t = i0; t < i1; ++t) {
-          const int f = fb[t] - k0, e = t - k0 + 1;  // the window [f, e) in block coordinates
-          auto row = Ab.row(t - i0);
-          // numerically stable softmax of scale * row over the allowed window; zero elsewhere in the block
-          const T mx = row.segment(f, e - f).maxCoeff();
-          row.segment(f, e - f) = ((row.segment(f, e - f).array() - mx) * scale).exp();
-          row.segment(f, e - f) /= row.segment(f, e - f).sum();
-          if (f > 0) row.head(f).setZero();
-          if (e < nk) row.tail(nk - e).setZero();
-        }
-        gemm(O, csmat(Ab.data(), nq, nk, Tn), false, V, false, false);
-      }
-    }
+  switch (hs) {
+    case 16: return detail::attention_forward_hs<T, 16>(out, lse, q, k, v, first, s);
+    case 32: return detail::attention_forward_hs<T, 32>(out, lse, q, k, v, first, s);
+    case 64: return detail::attention_forward_hs<T, 64>(out, lse, q, k, v, first, s);
+    case 128: return detail::attention_forward_hs<T, 128>(out, lse, q, k, v, first, s);
+    default: return detail::attention_forward_hs<T, 0>(out, lse, q, k, v, first, s);
   }
 }
 
-/// \brief Accumulates dq, dk, dv from dout; needs att and the q, k, v of the same forward.
-/// scratch: T*T elements (dA / dS of one block), overwritten.
+/// \brief Accumulates dq, dk, dv from dout; needs out, lse and the q, k, v of the same forward.
+/// Dt: (B, NH, T) scratch, overwritten with rowsum(dout * out).
 template <class T>
-void attention_backward(RowMapS<T> dq, RowMapS<T> dk, RowMapS<T> dv, T* scratch, CRowMapS<T> dout, const T* att,
-                        CRowMapS<T> q, CRowMapS<T> k, CRowMapS<T> v, const int* first, const AttnShape& s) {
-  const int B = s.B, Tn = s.T, NH = s.NH, NKV = s.NKV, hs = s.hs, group = NH / NKV;
-  FBT_ASSERT(dq.rows() == q.rows() && dq.cols() == q.cols() && dk.cols() == k.cols() && dv.cols() == v.cols() && dout.cols() == q.cols(),
+void attention_backward(RowMapS<T> dq, RowMapS<T> dk, RowMapS<T> dv, T* Dt, CRowMapS<T> dout, CRowMapS<T> out, const T* lse, CRowMapS<T> q,
+                        CRowMapS<T> k, CRowMapS<T> v, const int* first, const AttnShape& s) {
+  FBT_ASSERT(s.NKV > 0 && s.NH % s.NKV == 0, "attention_backward: NKV must divide NH");
+  FBT_ASSERT(q.rows() == Eigen::Index(s.B) * s.T && q.cols() == Eigen::Index(s.NH) * s.hs && k.cols() == Eigen::Index(s.NKV) * s.hs &&
+                 v.cols() == k.cols() && k.rows() == q.rows() && v.rows() == q.rows() && dq.rows() == q.rows() && dq.cols() == q.cols() &&
+                 dk.rows() == k.rows() && dk.cols() == k.cols() && dv.rows() == v.rows() && dv.cols() == v.cols() && dout.rows() == q.rows() &&
+                 dout.cols() == q.cols() && out.rows() == q.rows() && out.cols() == q.cols(),
              "attention_backward: shape mismatch");
-  const T scale = T(1) / std::sqrt(T(hs));
-  for (int b = 0; b < B; ++b) {
-    const int* fb = first + std::size_t(b) * Tn;
-    for (int h = 0; h < NH; ++h) {
-      const int kh = h / group;
-      const std::size_t r0 = std::size_t(b) * Tn;
-      const T* A = att + (std::size_t(b) * NH + h) * Tn * Tn;
-      for (int i0 = 0; i0 < Tn; i0 += kAttnBlock) {
-        const int i1 = std::min(Tn, i0 + kAttnBlock), k0 = fb[i0], nk = i1 - k0, nq = i1 - i0;
-        auto Q = csmat(q.data() + (r0 + i0) * q.outerStride() + h * hs, nq, hs, q.outerStride());
-        auto K = csmat(k.data() + (r0 + k0) * k.outerStride() + kh * hs, nk, hs, k.outerStride());
-        auto V = csmat(v.data() + (r0 + k0) * v.outerStride() + kh * hs, nk, hs, v.outerStride());
-        auto dO = csmat(dout.data() + (r0 + i0) * dout.outerStride() + h * hs, nq, hs, dout.outerStride());
-        auto dQ = smat(dq.data() + (r0 + i0) * dq.outerStride() + h * hs, nq, hs, dq.outerStride());
-        auto dK = smat(dk.data() + (r0 + k0) * dk.outerStride() + kh * hs, nk, hs, dk.outerStride());
-        auto dV = smat(dv.data() + (r0 + k0) * dv.outerStride() + kh * hs, nk, hs, dv.outerStride());
-        auto Ab = csmat(A + std::size_t(i0) * Tn + k0, nq, nk, Tn);
-        auto dA = smat(scratch, nq, nk);
-        gemm(dV, Ab, true, dO, false, true);
-        gemm(dA, dO, false, V, true, false);
-        // softmax backward, row by row: dS = scale * A * (dA - <dA, A>); masked entries have A = 0, so dS = 0
-        for (int t = 0; t < nq; ++t) {
-          const T dot = dA.row(t).dot(Ab.row(t));
-          dA.row(t) = scale * Ab.row(t).cwiseProduct((dA.row(t).array() - dot).matrix());
-        }
-        gemm(dQ, csmat(scratch, nq, nk), false, K, false, true);
-        gemm(dK, csmat(scratch, nq, nk), true, Q, false, true);
-      }
-    }
+  switch (s.hs) {
+    case 16: return detail::attention_backward_hs<T, 16>(dq, dk, dv, Dt, dout, out, lse, q, k, v, first, s);
+    case 32: return detail::attention_backward_hs<T, 32>(dq, dk, dv, Dt, dout, out, lse, q, k, v, first, s);
+    case 64: return detail::attention_backward_hs<T, 64>(dq, dk, dv, Dt, dout, out, lse, q, k, v, first, s);
+    case 128: return detail::attention_backward_hs<T, 128>(dq, dk, dv, Dt, dout, out, lse, q, k, v, first, s);
+    default: return detail::attention_backward_hs<T, 0>(dq, dk, dv, Dt, dout, out, lse, q, k, v, first, s);
   }
 }
 
@@ -138,7 +367,7 @@ void attention_decode(T* out, T* scores, const T* q, const T* Kc, const T* Vc, i
 // when FBT_COMPILED_KERNELS is defined (fbt::kernels defines it); otherwise they are header-only templates.
 #define FBT_OPS_ATTENTION_INSTANTIATE(EXTERN, T) \
   EXTERN template void attention_forward<T>(RowMapS<T>, T*, CRowMapS<T>, CRowMapS<T>, CRowMapS<T>, const int*, const AttnShape&); \
-  EXTERN template void attention_backward<T>(RowMapS<T>, RowMapS<T>, RowMapS<T>, T*, CRowMapS<T>, const T*, CRowMapS<T>, CRowMapS<T>, CRowMapS<T>, const int*, const AttnShape&); \
+  EXTERN template void attention_backward<T>(RowMapS<T>, RowMapS<T>, RowMapS<T>, T*, CRowMapS<T>, CRowMapS<T>, const T*, CRowMapS<T>, CRowMapS<T>, CRowMapS<T>, const int*, const AttnShape&); \
   EXTERN template void attention_decode<T>(T*, T*, const T*, const T*, const T*, int, int, int, int);
 #ifdef FBT_COMPILED_KERNELS
 FBT_OPS_ATTENTION_INSTANTIATE(extern, float)
