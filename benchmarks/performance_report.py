@@ -223,18 +223,20 @@ def main():
                 print(f"| bf16 train step GFLOP/s as a share of the bf16 1024^3 product (threads x 1 thread) | {cfg} | {th} | "
                       f"{tr['gflops']:.1f} of {ceil:.0f} GFLOP/s = {100 * tr['gflops'] / ceil:.1f}% | - |")
     if peak:  # each step's GFLOP/s against the core's measured peak (x threads) and clock
-        ghz = peak.get("BM_Peak/clock", {}).get("GHz")
+        def rate(name, key):  # the median over repetitions when bench_kernels ran several
+            return (peak.get(name + "_median") or peak.get(name) or {}).get(key)
+        ghz = rate("BM_Peak/clock", "GHz")
         for pr, name in (("fp32", "BM_Peak/fp32_fma"), ("bf16", "BM_Peak/bf16_dot")):
-            pk = peak.get(name, {}).get("GFLOP/s")
+            pk = rate(name, "GFLOP/s")
             if not pk:
                 continue
-            per = f", {pk / ghz:.0f} FLOP/cycle at {ghz:.2f} GHz" if ghz else ""
+            per = f" = {pk / ghz:.0f} FLOP/cycle x {ghz:.2f} GHz" if ghz else ""
             for m in ["train", "kpass3", "kpass3_g1"]:
                 for cfg in ["tiny", "small"]:
                     for th in [1, 2]:
                         t = get(cfg, th, m, pr=pr)
                         if t and t.get("gflops"):
-                            print(f"| {m} step ({pr}) GFLOP/s as a share of the core's measured {pr} peak ({name}: {pk:.0f} GFLOP/s a core{per}) x threads | "
+                            print(f"| {m} step ({pr}): share of the core's {pr} peak x threads ({name}: {pk:.0f} GFLOP/s{per}) | "
                                   f"{cfg} | {th} | {t['gflops']:.1f} of {th * pk:.0f} GFLOP/s = {100 * t['gflops'] / (th * pk):.1f}% | - |")
     for cfg in ["tiny", "small"]:
         for th in [1, 2]:

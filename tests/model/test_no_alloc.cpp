@@ -3,7 +3,7 @@
 // second step of a shape:
 //   - Eigen's own: EIGEN_RUNTIME_NO_MALLOC + set_is_malloc_allowed(false) makes every Eigen heap
 //     allocation (temporaries, GEMM blocking buffers) fail eigen_assert, redefined here to throw;
-//   - the global operator new, counted.
+//   - the global operator new (plain and aligned: fbt's AlignedVector uses the aligned one), counted.
 #define EIGEN_RUNTIME_NO_MALLOC
 #include <stdexcept>
 #define eigen_assert(x) \
@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -28,6 +29,15 @@ void* operator new(std::size_t n) {
 }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+// the aligned forms too: fbt's AlignedVector (64-byte aligned) allocates through them
+void* operator new(std::size_t n, std::align_val_t al) {
+  if (g_counting) ++g_news;
+  const std::size_t a = std::size_t(al), size = (std::max<std::size_t>(n, 1) + a - 1) / a * a;  // aligned_alloc wants a multiple
+  if (void* p = std::aligned_alloc(a, size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
 using namespace fbt;
 

@@ -56,9 +56,10 @@ struct Weights {
 TEST(Bf16Weights, ProductsOverTheCopyMatchTheDefinition) {
   if (!bf16_available()) GTEST_SKIP() << bf16_unavailable_reason();
   ScopedMatmulPrecision bf16(Precision::bf16);
+  // square weights too (N == K): their forward and backward products read blocked copies of one shape
   for (long M : {1L, 2L, 3L, 5L, 8L, 9L, 40L})
-    for (long N : {1L, 4L, 37L})
-      for (long K : {1L, 15L, 16L, 53L, 300L}) {
+    for (long N : {1L, 4L, 37L, 64L})
+      for (long K : {1L, 15L, 16L, 37L, 53L, 64L, 300L}) {
         Weights ws(N, K, 7 + N + K);
         Bf16WeightScope<float> scope(ws.values.data(), ws.values.size(), true);
         const auto W = csmat(ws.W(), N, K);
@@ -83,6 +84,27 @@ TEST(Bf16Weights, ProductsOverTheCopyMatchTheDefinition) {
           }
         }
       }
+}
+
+// A square weight as a step uses it: forward (x W^T) and backward (dy W) products of many rows, in turn,
+// in one scope. Both orientations read blocked copies with the same descriptor (of different contents).
+TEST(Bf16Weights, SquareWeightForwardAndBackwardInOneScope) {
+  if (!bf16_available()) GTEST_SKIP() << bf16_unavailable_reason();
+  ScopedMatmulPrecision bf16(Precision::bf16);
+  const long M = 512, D = 128;
+  Weights ws(D, D, 21);
+  Bf16WeightScope<float> scope(ws.values.data(), ws.values.size(), true);
+  const auto W = csmat(ws.W(), D, D);
+  const RowMat<float> Wm = W, x = randm(M, D, 22), dy = randm(M, D, 23), C0 = RowMat<float>::Zero(M, D);
+  for (int round = 0; round < 2; ++round) {
+    RowMat<float> y(M, D), yr(M, D), dx(M, D), dxr(M, D);
+    gemm_bf16(smat(y.data(), M, D), csmat(x.data(), M, D), false, W, true, false);
+    gemm_bf16_reference(smat(yr.data(), M, D), csmat(x.data(), M, D), false, W, true, false);
+    gemm_bf16(smat(dx.data(), M, D), csmat(dy.data(), M, D), false, W, false, false);
+    gemm_bf16_reference(smat(dxr.data(), M, D), csmat(dy.data(), M, D), false, W, false, false);
+    expect_definition(y, yr, C0, x, RowMat<float>(Wm.transpose()), false, "forward, round " + std::to_string(round));
+    expect_definition(dx, dxr, C0, dy, Wm, false, "backward, round " + std::to_string(round));
+  }
 }
 
 // The matrix-vector kernel in both builds: plain C++ (any CPU) and, where the build has it, AVX512-BF16.

@@ -201,13 +201,23 @@ T attn_exp_window(T* p, const T* s, const AttnRows<T, R>& rows, int r, T shift) 
   return Eigen::Map<const Row, Eigen::Aligned64>(p, n).sum();
 }
 
+/// Per-thread scratch of the kernels below (slot: which buffer), n elements zeroed as a fresh buffer would
+/// be; its memory grows to the largest call seen and is kept, so a step of a shape seen before allocates
+/// nothing (tests/model/test_no_alloc.cpp).
+template <class T> AlignedVector<T>& attn_scratch(int slot, std::size_t n) {
+  thread_local AlignedVector<T> bufs[7];
+  bufs[slot].assign(n, T(0));
+  return bufs[slot];
+}
+
 template <class T, int HS>
 void attention_forward_hs(RowMapS<T> out, T* lse, CRowMapS<T> q, CRowMapS<T> k, CRowMapS<T> v, const int* first, const AttnShape& s) {
   const int Tn = s.T, NH = s.NH, group = NH / s.NKV, hs = HS ? HS : s.hs, nt = (Tn + BK_ - 1) / BK_, lds = nt * BK_;
   const T scale = T(1) / std::sqrt(T(hs));
   // KT (T / Bk, hs, Bk); qs, o (R, hs); the group's scores and probabilities sp (R, T rounded up to Bk)
   constexpr int R = kAttnRowsForward;
-  AlignedVector<T> kt(std::size_t(nt) * hs * BK_), qs(R * hs), o(R * hs), sp(std::size_t(R) * lds);
+  AlignedVector<T>&kt = attn_scratch<T>(0, std::size_t(nt) * hs * BK_), &qs = attn_scratch<T>(1, R * hs), &o = attn_scratch<T>(2, R * hs),
+                 &sp = attn_scratch<T>(3, std::size_t(R) * lds);
   for (int b = 0; b < s.B; ++b) {
     const int* fb = first + std::size_t(b) * Tn;
     const std::size_t r0 = std::size_t(b) * Tn;
@@ -247,8 +257,9 @@ void attention_backward_hs(RowMapS<T> dq, RowMapS<T> dk, RowMapS<T> dv, T* Dt, C
   // KT, VT (T / Bk, hs, Bk); qs, dor, dqa (R, hs): scaled q rows, dO rows, dq accumulators;
   // p, ds (R, T rounded up to Bk): the group's probabilities and dP, then dS, in place
   constexpr int R = kAttnRowsBackward;
-  AlignedVector<T> kt(std::size_t(nt) * hs * BK_), vt(std::size_t(nt) * hs * BK_), qs(R * hs), dor(R * hs), dqa(R * hs);
-  AlignedVector<T> p(std::size_t(R) * lds), ds(std::size_t(R) * lds);
+  AlignedVector<T>&kt = attn_scratch<T>(0, std::size_t(nt) * hs * BK_), &vt = attn_scratch<T>(1, std::size_t(nt) * hs * BK_),
+                 &qs = attn_scratch<T>(2, R * hs), &dor = attn_scratch<T>(3, R * hs), &dqa = attn_scratch<T>(4, R * hs);
+  AlignedVector<T>&p = attn_scratch<T>(5, std::size_t(R) * lds), &ds = attn_scratch<T>(6, std::size_t(R) * lds);
   for (int b = 0; b < s.B; ++b) {
     const int* fb = first + std::size_t(b) * Tn;
     const std::size_t r0 = std::size_t(b) * Tn;

@@ -112,7 +112,7 @@ struct DnnlThread {
   struct Prim {
     dnnl::matmul matmul;
     dnnl::memory::desc weights;  // the layout of B it reads: the plain one, or (B a weight copy) the one its kernel chose
-    std::string layout;          // the key of that layout among a weight copy's layouts (its descriptor's bytes); empty: plain
+    std::string layout;          // the key of that layout among a weight copy's layouts (transB, then the descriptor's bytes); empty: plain
     dnnl::reorder to_layout;     // plain bf16 -> that layout
   };
   std::map<Key, Prim> prims;
@@ -208,7 +208,10 @@ inline void gemm_bf16(RowMapS<float> C, CRowMapS<float> A, bool transA, CRowMapS
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, wc ? w_any : b_md, c_md), attr, eng);
     detail::DnnlThread::Prim p{dnnl::matmul(pd), pd.weights_desc(), {}, {}};
     if (wc && p.weights != b_md) {
-      p.layout.assign(reinterpret_cast<const char*>(&p.weights.data), sizeof(p.weights.data));
+      // the key names the layout and which way the copy is read: a square weight's forward (W^T) and
+      // backward (W) products ask for the same blocked descriptor of different contents
+      p.layout.assign(transB ? "T" : "N");
+      p.layout.append(reinterpret_cast<const char*>(&p.weights.data), sizeof(p.weights.data));
       p.to_layout = dnnl::reorder(dnnl::reorder::primitive_desc(eng, b_md, eng, p.weights));
     } else p.weights = b_md;
     it = th.prims.emplace(key, std::move(p)).first;
