@@ -7,7 +7,9 @@
 // C++ and AVX512-BF16's dot-product instruction, where the build has it), with tails of 32 columns; a fresh scope repacks weights that changed, a
 // non-fresh one reuses the copies (the contract the decoder's steps rely on); nothing is packed outside a
 // scope, under fp32, for a block that is not wholly inside the weights, or for double; nested scopes
-// restore the enclosing one; threads keep their own copies.
+// restore the enclosing one; threads keep their own copies. Input scopes (a layer's input rounded once for
+// several products): products inside them equal the converting ones bit for bit, the copy is made once per
+// scope (and afresh for another part of the block, or in a new scope), and they do nothing outside bf16.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -206,6 +208,93 @@ TEST(Bf16Weights, ThreadsKeepTheirOwnCopies) {
     });
   for (auto& x : th) x.join();
   for (int t = 0; t < 4; ++t) EXPECT_EQ(out[t], ref) << "thread " << t;
+}
+
+// ---- input scopes: a layer's input (and a linear layer's output gradient) rounded once --------------------------
+
+namespace {
+bool onednn_bf16() {
+#if defined(FBT_HAVE_DNNL)
+  return bf16_available() && detail::dnnl_has_bf16_matmul();
+#else
+  return false;
+#endif
+}
+}  // namespace
+
+// A layer's products inside input scopes (x for the three projections and their weight gradients; dy, nested,
+// for dx += dy W and dW += dy^T x) give the products without scopes bit for bit: the same rounding, read once.
+TEST(Bf16Inputs, ProductsInsideScopesEqualTheConvertingOnesBitForBit) {
+  if (!bf16_available()) GTEST_SKIP() << bf16_unavailable_reason();
+  ScopedMatmulPrecision bf16(Precision::bf16);
+  const long M = 96, K = 48, N = 40;
+  const RowMat<float> x = randm(M, K, 31), dy = randm(M, N, 32);
+  const RowMat<float> w1 = randm(N, K, 33), w2 = randm(N, K, 34);  // not weights of a scope: converted per product
+  auto run = [&](bool scoped, RowMat<float>& y1, RowMat<float>& y2, RowMat<float>& dx, RowMat<float>& dw1, RowMat<float>& dw2) {
+    y1.setZero(M, N), y2.setZero(M, N), dx = randm(M, K, 35), dw1 = randm(N, K, 36), dw2 = randm(N, K, 37);
+    Bf16InputScope<float> in(scoped ? x.data() : nullptr, std::size_t(x.size()));
+    gemm_bf16(smat(y1.data(), M, N), csmat(x.data(), M, K), false, csmat(w1.data(), N, K), true, false);  // x w1^T
+    gemm_bf16(smat(y2.data(), M, N), csmat(x.data(), M, K), false, csmat(w2.data(), N, K), true, false);  // x w2^T
+    Bf16InputScope<float> grad(scoped ? dy.data() : nullptr, std::size_t(dy.size()));
+    gemm_bf16(smat(dx.data(), M, K), csmat(dy.data(), M, N), false, csmat(w1.data(), N, K), false, true);  // dx += dy w1
+    gemm_bf16(smat(dw1.data(), N, K), csmat(dy.data(), M, N), true, csmat(x.data(), M, K), false, true);   // dw1 += dy^T x
+    gemm_bf16(smat(dw2.data(), N, K), csmat(dy.data(), M, N), true, csmat(x.data(), M, K), false, true);   // dw2 += dy^T x
+  };
+  RowMat<float> a[5], b[5];
+  run(false, a[0], a[1], a[2], a[3], a[4]);
+  run(true, b[0], b[1], b[2], b[3], b[4]);
+  const char* names[5] = {"x w1^T", "x w2^T", "dx", "dw1", "dw2"};
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(a[i], b[i]) << names[i];
+  EXPECT_EQ(bf16_input_copy(x.data(), M, K, K), nullptr) << "no scope is open after the products";
+}
+
+// One copy per scope: a product reads the copy made at the block's first use (writing the block inside its
+// scope breaks the contract on purpose here, to see that); another part of the block, or the block after the
+// scope reopens, is converted afresh.
+TEST(Bf16Inputs, TheCopyIsMadeOncePerScope) {
+  if (!onednn_bf16()) GTEST_SKIP() << "input copies are read by oneDNN's bf16 products only (the fallback rounds per product)";
+  ScopedMatmulPrecision bf16(Precision::bf16);
+  const long M = 64, K = 32, N = 24;
+  RowMat<float> x = randm(M, K, 41);
+  const RowMat<float> x0 = x, x1 = randm(M, K, 42), w = randm(N, K, 43);
+  auto product = [&](const float* a, long rows) {
+    RowMat<float> y(rows, N);
+    gemm_bf16(smat(y.data(), rows, N), csmat(a, rows, K), false, csmat(w.data(), N, K), true, false);
+    return y;
+  };
+  RowMat<float> y0, y1, half1;
+  {  // the references, without a scope
+    x = x1, y1 = product(x.data(), M), half1 = product(x.data() + (M / 2) * K, M / 2);
+    x = x0, y0 = product(x.data(), M);
+  }
+  {
+    Bf16InputScope<float> in(x.data(), std::size_t(x.size()));
+    EXPECT_EQ(product(x.data(), M), y0);
+    x = x1;  // written inside its scope
+    EXPECT_EQ(product(x.data(), M), y0) << "the second product must read the copy made by the first";
+    EXPECT_EQ(product(x.data() + (M / 2) * K, M / 2), half1) << "another part of the block is converted afresh";
+  }
+  Bf16InputScope<float> again(x.data(), std::size_t(x.size()));
+  EXPECT_EQ(product(x.data(), M), y1) << "a new scope converts the block again";
+}
+
+// Outside bf16 precision, over double, over nothing: no copies.
+TEST(Bf16Inputs, ScopesOutsideBf16DoNothing) {
+  const RowMat<float> x = randm(8, 16, 51);
+  {
+    ScopedMatmulPrecision fp32(Precision::fp32);
+    Bf16InputScope<float> in(x.data(), std::size_t(x.size()));
+    EXPECT_EQ(bf16_input_copy(x.data(), 8, 16, 16), nullptr);
+  }
+  if (!bf16_available()) return;
+  ScopedMatmulPrecision bf16(Precision::bf16);
+  const RowMat<double> xd = RowMat<double>::Zero(8, 16);
+  Bf16InputScope<double> d(xd.data(), std::size_t(xd.size()));
+  Bf16InputScope<float> none(nullptr, 128);
+  EXPECT_EQ(bf16_input_copy(x.data(), 8, 16, 16), nullptr);
+  Bf16InputScope<float> in(x.data(), std::size_t(x.size()));
+  EXPECT_NE(bf16_input_copy(x.data(), 8, 16, 16), nullptr);
+  EXPECT_EQ(bf16_input_copy(x.data() + 1, 8, 16, 16), nullptr) << "a block that runs past the scope's end";
 }
 
 }  // namespace test_ops_bf16_weights

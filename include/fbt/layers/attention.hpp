@@ -122,9 +122,12 @@ template <class T> struct QkvProjection {
   /// \brief c.qr, c.kr, c.v from x (N, D), the normalised block input.
   template <class Be> void forward(Be& be, const Weights<T>& w, Cache& c, const T* x, const PassShape& s) const {
     const int N = s.N(), QD = NH * hs, KD = NKV * hs;
-    linear(be, c.q, x, w.value + wq, N, QD, D, D, false);
-    linear(be, c.k, x, w.value + wk, N, KD, D, D, false);
-    linear(be, c.v, x, w.value + wv, N, KD, D, D, false);
+    {
+      Bf16InputScope<T> once(x, std::size_t(N) * D);  // bf16: x rounded once for the three products
+      linear(be, c.q, x, w.value + wq, N, QD, D, D, false);
+      linear(be, c.k, x, w.value + wk, N, KD, D, D, false);
+      linear(be, c.v, x, w.value + wv, N, KD, D, D, false);
+    }
     if (spec.qk_norm) {  // per head: view (N, NH*hs) as (N*NH, hs); the normed q, k go straight into qr, kr
       q_norm.forward(be, w, c.qr, c.rq, c.q, N * NH);
       k_norm.forward(be, w, c.kr, c.rk, c.k, N * NKV);
@@ -151,6 +154,7 @@ template <class T> struct QkvProjection {
       q_norm.backward(be, w, dq, c.dqn, c.q, c.rq, N * NH);
       k_norm.backward(be, w, dk, c.dkn, c.k, c.rk, N * NKV);
     }
+    Bf16InputScope<T> once(x, std::size_t(N) * D);  // bf16: x rounded once for the three weight gradients
     linear_backward(be, dx, w.grad + wq, dq, x, w.value + wq, N, QD, D, D);
     linear_backward(be, dx, w.grad + wk, dk, x, w.value + wk, N, KD, D, D);
     linear_backward(be, dx, w.grad + wv, c.dv, x, w.value + wv, N, KD, D, D);

@@ -52,8 +52,11 @@ template <class T> struct SwiGLU {
   /// \brief y (N, D) += mlp(x); x (N, D) is the normalised input.
   template <class Be> void forward(Be& be, const Weights<T>& w, Cache& c, const T* x, T* y, const PassShape& s) const {
     const int N = s.N();
-    linear(be, c.g, x, w.value + wg, N, F, D, D, false);
-    linear(be, c.u, x, w.value + wu, N, F, D, D, false);
+    {
+      Bf16InputScope<T> once(x, std::size_t(N) * D);  // bf16: x rounded once for gate and up
+      linear(be, c.g, x, w.value + wg, N, F, D, D, false);
+      linear(be, c.u, x, w.value + wu, N, F, D, D, false);
+    }
     be.swiglu_forward(c.h, c.g, c.u, std::size_t(N) * F);
     linear(be, y, c.h, w.value + wd, N, D, F, F, true);
   }
@@ -66,6 +69,7 @@ template <class T> struct SwiGLU {
     be.swiglu_forward(c.h, c.g, c.u, NF);  // recompute h (not kept per layer)
     linear_backward(be, c.dh, w.grad + wd, dy, c.h, w.value + wd, N, D, F, F);
     be.swiglu_backward(c.dg, c.du, c.dh, c.g, c.u, NF);
+    Bf16InputScope<T> once(x, std::size_t(N) * D);  // bf16: x rounded once for both weight gradients
     linear_backward(be, dx, w.grad + wg, c.dg, x, w.value + wg, N, F, D, D);
     linear_backward(be, dx, w.grad + wu, c.du, x, w.value + wu, N, F, D, D);
   }

@@ -30,6 +30,7 @@
 #include <cstring>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #if defined(__AVX512BF16__)
 #include <immintrin.h>
@@ -135,6 +136,82 @@ template <> class Bf16WeightScope<float> {
 
  private:
   const float *prev_lo_ = nullptr, *prev_hi_ = nullptr;
+  bool active_ = false;
+};
+
+// ---- activations converted once per layer ------------------------------------------------------------------------
+// A layer's input x feeds several products: the q, k and v projections (and gate and up in SwiGLU) forward, and
+// their weight gradients dW += dy^T x backward; a linear layer's output gradient dy feeds both dx += dy W and
+// dW += dy^T x. An input scope says that a block of floats stays constant while it is open:
+//
+//   { fbt::Bf16InputScope<float> in(x, n);   // x: [x, x + n) is not written until the scope closes
+//     ... every bf16 product on this thread whose left or (non-weight) right operand lies in it reads one bf16
+//     copy of it, made at its first use in the scope }
+//
+// so x is rounded once per layer instead of once per product. The copy is in the block's storage order,
+// so a product that reads it transposed (dy^T in dW += dy^T x) shares it. Scopes nest (a layer's scope over
+// x, and inside it linear_backward's over dy); each level keeps its buffer across scopes, so after the first
+// step nothing is allocated. Writing the block inside its scope leaves a stale copy: the layers open scopes
+// only around products that read, never write, the block. Over double, or with no bf16 precision in effect,
+// a scope does nothing.
+namespace detail {
+struct Bf16Input {
+  const float *lo = nullptr, *hi = nullptr;  // the block of the scope at this depth
+  const float* ptr = nullptr;                // the operand converted (its first float), its shape and row stride
+  long rows = 0, cols = 0, ld = 0;
+  AlignedVector<std::uint16_t> data;         // (rows, cols) bf16, contiguous
+};
+struct Bf16Inputs {
+  int depth = 0;                   // open scopes
+  std::vector<Bf16Input> levels;   // one per depth reached so far (buffers kept)
+};
+inline Bf16Inputs& bf16_inputs() {
+  thread_local Bf16Inputs in;
+  return in;
+}
+}  // namespace detail
+
+/// \brief The bf16 copy of the (rows, cols) operand A (row stride ld) when it lies in an open input scope of
+/// this thread (made now unless the scope already has it), else null: then the caller converts it itself.
+inline const std::uint16_t* bf16_input_copy(const float* A, long rows, long cols, long ld) {
+  auto& in = detail::bf16_inputs();
+  for (int d = in.depth - 1; d >= 0; --d) {
+    detail::Bf16Input& l = in.levels[std::size_t(d)];
+    if (A < l.lo || A >= l.hi || A + (rows - 1) * ld + cols > l.hi) continue;
+    if (l.ptr != A || l.rows != rows || l.cols != cols || l.ld != ld) {
+      if (l.data.size() < std::size_t(rows * cols)) l.data.resize(std::size_t(rows * cols));
+      detail::to_bf16(l.data.data(), A, rows, cols, ld);
+      l.ptr = A, l.rows = rows, l.cols = cols, l.ld = ld;
+    }
+    return l.data.data();
+  }
+  return nullptr;
+}
+
+/// \brief Makes [x, x + n) a constant operand of this thread's bf16 products while it lives (see above).
+template <class T> class Bf16InputScope {
+ public:
+  Bf16InputScope(const T*, std::size_t) {}
+};
+template <> class Bf16InputScope<float> {
+ public:
+  Bf16InputScope(const float* x, std::size_t n) {
+    if (matmul_precision() != Precision::bf16 || !x || n == 0) return;
+    auto& in = detail::bf16_inputs();
+    if (std::size_t(in.depth) == in.levels.size()) in.levels.emplace_back();
+    detail::Bf16Input& l = in.levels[std::size_t(in.depth++)];
+    l.lo = x, l.hi = x + n, l.ptr = nullptr;  // nothing converted yet in this scope
+    active_ = true;
+  }
+  ~Bf16InputScope() {
+    if (!active_) return;
+    auto& in = detail::bf16_inputs();
+    in.levels[std::size_t(--in.depth)].ptr = nullptr;
+  }
+  Bf16InputScope(const Bf16InputScope&) = delete;
+  Bf16InputScope& operator=(const Bf16InputScope&) = delete;
+
+ private:
   bool active_ = false;
 };
 

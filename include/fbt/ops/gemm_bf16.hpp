@@ -178,14 +178,18 @@ inline void gemm_bf16(RowMapS<float> C, CRowMapS<float> A, bool transA, CRowMapS
     return gemm_bf16_fallback(C, A, transA, B, transB, accumulate);
   auto& th = detail::dnnl_thread();
   // Both operands are copied to contiguous bf16 in their own storage order; oneDNN's matmul takes a
-  // transposed operand as strides ((M, K) with strides (1, M)), at full speed.
-  if (th.a.size() < std::size_t(M * K)) th.a.resize(std::size_t(M * K));
-  if (!transA) detail::to_bf16(th.a.data(), A.data(), M, K, A.outerStride());
-  else detail::to_bf16(th.a.data(), A.data(), K, M, A.outerStride());
+  // transposed operand as strides ((M, K) with strides (1, M)), at full speed. An operand of an open input
+  // scope (bf16_weights.hpp: a layer's input, a linear layer's output gradient) is converted once per scope.
+  const std::uint16_t* ab = bf16_input_copy(A.data(), A.rows(), A.cols(), A.outerStride());
+  if (!ab) {
+    if (th.a.size() < std::size_t(M * K)) th.a.resize(std::size_t(M * K));
+    detail::to_bf16(th.a.data(), A.data(), A.rows(), A.cols(), A.outerStride());  // (M, K), or (K, M) when transA
+    ab = th.a.data();
+  }
+  if (!bw) bw = bf16_input_copy(B.data(), B.rows(), B.cols(), B.outerStride());
   if (!bw) {
     if (th.b.size() < std::size_t(K * N)) th.b.resize(std::size_t(K * N));
-    if (!transB) detail::to_bf16(th.b.data(), B.data(), K, N, B.outerStride());
-    else detail::to_bf16(th.b.data(), B.data(), N, K, B.outerStride());
+    detail::to_bf16(th.b.data(), B.data(), B.rows(), B.cols(), B.outerStride());  // (K, N), or (N, K) when transB
     bw = th.b.data();
   }
   const long ldc = C.outerStride();
@@ -228,7 +232,7 @@ inline void gemm_bf16(RowMapS<float> C, CRowMapS<float> A, bool transA, CRowMapS
     }
     bdata = lay.data.data();
   }
-  memory am(a_md, eng, th.a.data()), bm(p.weights, eng, bdata), cm(c_md, eng, C.data());
+  memory am(a_md, eng, const_cast<std::uint16_t*>(ab)), bm(p.weights, eng, bdata), cm(c_md, eng, C.data());
   p.matmul.execute(th.stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
   th.stream.wait();
 }
