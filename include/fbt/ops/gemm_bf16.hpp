@@ -24,7 +24,8 @@
 // two differ only by the order of the float sums. A right operand that is a weight of an open weight
 // scope (ops/bf16_weights.hpp: a training step, a decoded sequence) is not converted again: its bf16 copy
 // is read, in the blocked layout oneDNN's kernel chose, and products of a few rows (decoding) run
-// gemm_bf16_rows over it.
+// gemm_bf16_rows over it. An operand lying in an open input scope (the same header: a layer's input, a
+// linear layer's output gradient) is rounded once for all the products of the scope that read it.
 #pragma once
 
 #include <atomic>
