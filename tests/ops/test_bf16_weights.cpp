@@ -274,8 +274,13 @@ TEST(Bf16Inputs, TheCopyIsMadeOncePerScope) {
     EXPECT_EQ(product(x.data(), M), y0) << "the second product must read the copy made by the first";
     EXPECT_EQ(product(x.data() + (M / 2) * K, M / 2), half1) << "another part of the block is converted afresh";
   }
-  Bf16InputScope<float> again(x.data(), std::size_t(x.size()));
-  EXPECT_EQ(product(x.data(), M), y1) << "a new scope converts the block again";
+  {
+    Bf16InputScope<float> again(x.data(), std::size_t(x.size()));
+    EXPECT_EQ(product(x.data(), M), y1) << "a new scope converts the block again";
+  }
+  x = x0;  // written between scopes, as a layer's buffer is from one pass to the next
+  Bf16InputScope<float> next(x.data(), std::size_t(x.size()));
+  EXPECT_EQ(product(x.data(), M), y0) << "a scope must not read the copy the last scope made of the same block";
 }
 
 // Outside bf16 precision, over double, over nothing: no copies.

@@ -26,6 +26,7 @@
 // bytes of the float weight; the others hand the copy to oneDNN.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -164,10 +165,17 @@ struct Bf16Input {
 struct Bf16Inputs {
   int depth = 0;                   // open scopes
   std::vector<Bf16Input> levels;   // one per depth reached so far (buffers kept)
+  long made = 0, reused = 0;       // copies made, and products served by a copy made before them (tests)
 };
 inline Bf16Inputs& bf16_inputs() {
   thread_local Bf16Inputs in;
   return in;
+}
+/// Tests set this to open no input scope (every product rounds its own operands): a step must give the same
+/// numbers either way, which it does only if no layer writes a block inside its scope.
+inline std::atomic<bool>& bf16_inputs_disabled() {
+  static std::atomic<bool> off{false};
+  return off;
 }
 }  // namespace detail
 
@@ -182,7 +190,9 @@ inline const std::uint16_t* bf16_input_copy(const float* A, long rows, long cols
       if (l.data.size() < std::size_t(rows * cols)) l.data.resize(std::size_t(rows * cols));
       detail::to_bf16(l.data.data(), A, rows, cols, ld);
       l.ptr = A, l.rows = rows, l.cols = cols, l.ld = ld;
-    }
+      ++in.made;
+    } else
+      ++in.reused;
     return l.data.data();
   }
   return nullptr;
@@ -196,7 +206,7 @@ template <class T> class Bf16InputScope {
 template <> class Bf16InputScope<float> {
  public:
   Bf16InputScope(const float* x, std::size_t n) {
-    if (matmul_precision() != Precision::bf16 || !x || n == 0) return;
+    if (matmul_precision() != Precision::bf16 || !x || n == 0 || detail::bf16_inputs_disabled().load(std::memory_order_relaxed)) return;
     auto& in = detail::bf16_inputs();
     if (std::size_t(in.depth) == in.levels.size()) in.levels.emplace_back();
     detail::Bf16Input& l = in.levels[std::size_t(in.depth++)];
