@@ -165,7 +165,7 @@ struct Bf16Input {
 struct Bf16Inputs {
   int depth = 0;                   // open scopes
   std::vector<Bf16Input> levels;   // one per depth reached so far (buffers kept)
-  long made = 0, reused = 0;       // copies made, and products served by a copy made before them (tests)
+  long reused = 0;                 // products served by a copy made before them (tests)
 };
 inline Bf16Inputs& bf16_inputs() {
   thread_local Bf16Inputs in;
@@ -190,7 +190,6 @@ inline const std::uint16_t* bf16_input_copy(const float* A, long rows, long cols
       if (l.data.size() < std::size_t(rows * cols)) l.data.resize(std::size_t(rows * cols));
       detail::to_bf16(l.data.data(), A, rows, cols, ld);
       l.ptr = A, l.rows = rows, l.cols = cols, l.ld = ld;
-      ++in.made;
     } else
       ++in.reused;
     return l.data.data();
