@@ -159,7 +159,10 @@ TEST(Bf16, BackendDispatchFollowsTheScope) {
   EXPECT_EQ(matmul_precision(), Precision::fp32) << "the scope restores the precision";
   gemm_bf16(smat(ref.data(), M, N), csmat(a.data(), M, K), false, csmat(w.data(), N, K), true, false);
   EXPECT_EQ(c, ref) << "the backend under bf16 runs gemm_bf16";
-  be.gemm(f.data(), N, a.data(), K, false, w.data(), K, true, M, N, K, false);
+  {
+    ScopedFp32Eigen eigen;  // Eigen's float product, to compare bit for bit (oneDNN's: tests/ops/test_gemm_dnnl.cpp)
+    be.gemm(f.data(), N, a.data(), K, false, w.data(), K, true, M, N, K, false);
+  }
   RowMat<float> g(M, N);
   gemm(smat(g.data(), M, N), csmat(a.data(), M, K), false, csmat(w.data(), N, K), true, false);
   EXPECT_EQ(f, g) << "after the scope the backend runs the float product";

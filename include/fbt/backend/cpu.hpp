@@ -61,7 +61,9 @@ template <class T> struct CpuBackend {
 
   // ---- products -------------------------------------------------------------------------------
   /// C (M, N) = op(A) op(B) (+ C). One row times a transposed weight (decoding) is a matrix-vector product.
-  /// Under matmul_precision() bf16 (float only) the operands are rounded to bf16 (ops/gemm_bf16.hpp).
+  /// Under matmul_precision() bf16 (float only) the operands are rounded to bf16 (ops/gemm_bf16.hpp). In
+  /// float, a build with oneDNN runs its kernel where it beats Eigen's (ops/gemm_dnnl.hpp: AVX-512 CPUs).
+  /// The choice is made here, inline, so that a program linking the compiled kernels makes the same one.
   void gemm(T* C, long ldc, const T* A, long lda, bool tA, const T* B, long ldb, bool tB, long M, long N, long K, bool acc) {
     auto Cm = smat(C, M, N, ldc);
     auto Am = tA ? csmat(A, K, M, lda) : csmat(A, M, K, lda);
@@ -71,10 +73,12 @@ template <class T> struct CpuBackend {
         gemm_bf16(Cm, Am, tA, Bm, tB, acc);
         return;
       }
+      if (!(M == 1 && !tA && tB) && gemm_f32_dnnl(Cm, Am, tA, Bm, tB, acc)) return;
     }
     gemm_fp32(Cm, Am, tA, Bm, tB, acc);
   }
-  /// The product in T (Eigen): gemm without the bf16 switch.
+  /// The product in T by Eigen (and the matrix-vector product of a decoding row): gemm without the bf16
+  /// and oneDNN switches.
   void gemm_fp32(RowMapS<T> C, CRowMapS<T> A, bool tA, CRowMapS<T> B, bool tB, bool acc);
 
   // ---- normalisation, rotation, attention -------------------------------------------------------

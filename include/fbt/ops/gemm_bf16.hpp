@@ -36,16 +36,8 @@
 #include "../core/precision.hpp"
 #include "bf16_weights.hpp"
 #include "gemm.hpp"
+#include "gemm_dnnl.hpp"  // the oneDNN engine, streams and primitives
 
-#if defined(FBT_HAVE_DNNL)
-#include <dlfcn.h>
-
-#include <map>
-#include <memory>
-#include <tuple>
-
-#include <oneapi/dnnl/dnnl.hpp>
-#endif
 
 namespace fbt {
 
@@ -96,39 +88,6 @@ class ScopedBf16Fallback {
 
 #if defined(FBT_HAVE_DNNL)
 namespace detail {
-
-/// One oneDNN engine and, per thread, a stream, the bf16 copies of the operands and the matmul primitives
-/// made so far (one per shape: a model has a few dozen; primitive creation costs ~0.1 ms, so it is done once).
-struct DnnlContext {
-  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
-};
-inline DnnlContext& dnnl_context() {
-  static DnnlContext c;
-  return c;
-}
-struct DnnlThread {
-  dnnl::stream stream{dnnl_context().eng};
-  AlignedVector<std::uint16_t> a, b;  // bf16 copies of A and B, contiguous, in their storage order
-  using Key = std::tuple<long, long, long, long, bool, bool, bool, bool>;  // M, N, K, ldc, transA, transB, accumulate, B a weight copy
-  struct Prim {
-    dnnl::matmul matmul;
-    dnnl::memory::desc weights;  // the layout of B it reads: the plain one, or (B a weight copy) the one its kernel chose
-    std::string layout;          // the key of that layout among a weight copy's layouts (transB, then the descriptor's bytes); empty: plain
-    dnnl::reorder to_layout;     // plain bf16 -> that layout
-  };
-  std::map<Key, Prim> prims;
-  DnnlThread() {
-    // fbt splits a step across its own threads; each product runs on the calling thread only. Debian's
-    // oneDNN uses OpenMP, whose team size is per calling thread: set it to 1 here (found at run time, so
-    // fbt does not link an OpenMP runtime itself).
-    using SetThreads = void (*)(int);
-    if (auto f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"))) f(1);
-  }
-};
-inline DnnlThread& dnnl_thread() {
-  thread_local DnnlThread t;
-  return t;
-}
 
 /// The oneDNN kernel of a bf16 product of this shape; throws dnnl::error where there is none.
 inline std::string dnnl_bf16_impl(long M, long N, long K) {
@@ -194,48 +153,39 @@ inline void gemm_bf16(RowMapS<float> C, CRowMapS<float> A, bool transA, CRowMapS
     bw = th.b.data();
   }
   const long ldc = C.outerStride();
-  const detail::DnnlThread::Key key{M, N, K, ldc, transA, transB, accumulate, wc != nullptr};
+  const detail::DnnlThread::Key key{true, M, N, K, transA ? M : K, transB ? K : N, ldc, transA, transB, accumulate, wc != nullptr};
   auto it = th.prims.find(key);
   auto& eng = detail::dnnl_context().eng;
-  const memory::desc a_md({M, K}, memory::data_type::bf16, transA ? memory::dims{1, M} : memory::dims{K, 1});
-  const memory::desc b_md({K, N}, memory::data_type::bf16, transB ? memory::dims{1, K} : memory::dims{N, 1});
-  const memory::desc c_md({M, N}, memory::data_type::f32, memory::dims{ldc, 1});
+  using dt = memory::data_type;
+  const memory::desc b_md = detail::dnnl_plain(K, N, transB ? K : N, transB, dt::bf16);
   if (it == th.prims.end()) {
-    dnnl::primitive_attr attr;
-    if (accumulate) {
-      dnnl::post_ops po;
-      po.append_sum(1.f);
-      attr.set_post_ops(po);
-    }
     // A weight copy is handed over in the layout the kernel asks for (format_tag::any: for AVX512-BF16 and
     // AMX a blocked, pair-interleaved one), so that its kernel does not repack B on every call.
-    const memory::desc w_any({K, N}, memory::data_type::bf16, memory::format_tag::any);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, wc ? w_any : b_md, c_md), attr, eng);
-    detail::DnnlThread::Prim p{dnnl::matmul(pd), pd.weights_desc(), {}, {}};
+    const memory::desc w_any({K, N}, dt::bf16, memory::format_tag::any);
+    detail::DnnlPrim p = detail::dnnl_make_prim(detail::dnnl_plain(M, K, transA ? M : K, transA, dt::bf16), wc ? w_any : b_md,
+                                                detail::dnnl_plain(M, N, ldc, false, dt::f32), accumulate);
     if (wc && p.weights != b_md) {
       // the key names the layout and which way the copy is read: a square weight's forward (W^T) and
       // backward (W) products ask for the same blocked descriptor of different contents
       p.layout.assign(transB ? "T" : "N");
       p.layout.append(reinterpret_cast<const char*>(&p.weights.data), sizeof(p.weights.data));
       p.to_layout = dnnl::reorder(dnnl::reorder::primitive_desc(eng, b_md, eng, p.weights));
-    } else p.weights = b_md;
+    }
     it = th.prims.emplace(key, std::move(p)).first;
   }
-  const auto& p = it->second;
-  void* bdata = const_cast<std::uint16_t*>(bw);
+  auto& p = it->second;
+  const void* bdata = bw;
   if (!p.layout.empty()) {  // the copy in the kernel's layout, made from the plain copy once
     auto& lay = wc->layouts[p.layout];
     if (!lay.valid) {
       lay.data.resize(p.weights.get_size());
-      memory src(b_md, eng, bdata), dst(p.weights, eng, lay.data.data());
+      memory src(b_md, eng, const_cast<std::uint16_t*>(bw)), dst(p.weights, eng, lay.data.data());
       p.to_layout.execute(th.stream, src, dst);
       lay.valid = true;
     }
     bdata = lay.data.data();
   }
-  memory am(a_md, eng, const_cast<std::uint16_t*>(ab)), bm(p.weights, eng, bdata), cm(c_md, eng, C.data());
-  p.matmul.execute(th.stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-  th.stream.wait();
+  detail::dnnl_run(th, p, ab, bdata, C.data());
 }
 
 /// The name of the oneDNN kernel a bf16 product of this shape runs (e.g. "brg:avx512_core_bf16"), for the
