@@ -7,6 +7,8 @@
 // Matrix kernels report GFLOP/s (model FLOPs: 2*M*N*K per product; causal attention counts only the
 // lower triangle), memory-bound kernels report GB/s (compulsory bytes read + written per call, each
 // tensor counted once). BM_Gemm/sgemm_1024_* is the ceiling every GEMM-shaped number is read against.
+// BM_Gemm runs the CPU backend's float product, as a step does (oneDNN's kernel on an AVX-512 CPU in a
+// build with oneDNN, ops/gemm_dnnl.hpp; the label names it); BM_GemmEigen/... the same products by Eigen's.
 //
 //   BM_Gemm/<cfg>/q_fwd        out (N, NH*hs) = x (N, D) Wq^T             linear_forward
 //   BM_Gemm/<cfg>/kv_fwd       out (N, NKV*hs) = x Wk^T (Wv the same)      linear_forward
@@ -41,6 +43,7 @@
 
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -104,28 +107,34 @@ void reg(const std::string& name, std::function<void(benchmark::State&)> fn) {
 // ---- GEMMs ------------------------------------------------------------------------------------
 
 /// out (M, OC) (+)= inp (M, C) W^T, W (OC, C).
-void gemm_fwd(benchmark::State& st, int M, int OC, int C, bool acc) {
+/// The forward product of a linear layer, out (M, OC) (+)= inp (M, C) W^T, as a step runs it: the CPU
+/// backend's float product (oneDNN's kernel where it beats Eigen's, ops/gemm_dnnl.hpp), or Eigen's (eigen).
+void gemm_fwd(benchmark::State& st, int M, int OC, int C, bool acc, bool eigen) {
+  std::optional<ScopedFp32Eigen> force;
+  if (eigen) force.emplace();
   auto x = rand_buf(std::size_t(M) * C, 1), w = rand_buf(std::size_t(OC) * C, 2, 0.1), y = rand_buf(std::size_t(M) * OC, 3);
-  auto run = [&] {
-    if (acc) linear_forward_acc(smat(y.data(), M, OC), csmat(x.data(), M, C), csmat(w.data(), OC, C));
-    else linear_forward(smat(y.data(), M, OC), csmat(x.data(), M, C), csmat(w.data(), OC, C));
-  };
-  run();  // grows gemm's packing buffers outside the timing
+  CpuBackend<float> be;
+  auto run = [&] { be.gemm(y.data(), OC, x.data(), C, false, w.data(), C, true, M, OC, C, acc); };
+  run();  // grows gemm's packing buffers (makes oneDNN's primitive) outside the timing
   for (auto _ : st) {
     run();
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
   set_gflops(st, 2.0 * M * OC * C);
+  st.SetLabel(gemm_f32_impl(M, OC, C));
 }
 
 /// The two backward products of out = inp W^T: dX (M, C) += dY (M, OC) W, or dW (OC, C) += dY^T X.
-void gemm_bwd(benchmark::State& st, int M, int OC, int C, bool dw) {
+void gemm_bwd(benchmark::State& st, int M, int OC, int C, bool dw, bool eigen) {
+  std::optional<ScopedFp32Eigen> force;
+  if (eigen) force.emplace();
   auto dy = rand_buf(std::size_t(M) * OC, 4), x = rand_buf(std::size_t(M) * C, 5), w = rand_buf(std::size_t(OC) * C, 6, 0.1);
   AlignedVector<float> dx(std::size_t(M) * C, 0.f), dW(std::size_t(OC) * C, 0.f);
+  CpuBackend<float> be;
   auto run = [&] {
-    linear_backward(dw ? no_grad<float>(M, C) : smat(dx.data(), M, C), dw ? smat(dW.data(), OC, C) : no_grad<float>(OC, C),
-                    csmat(dy.data(), M, OC), csmat(x.data(), M, C), csmat(w.data(), OC, C));
+    if (dw) be.gemm(dW.data(), C, dy.data(), OC, true, x.data(), C, false, OC, C, M, true);
+    else be.gemm(dx.data(), C, dy.data(), OC, false, w.data(), C, false, M, C, OC, true);
   };
   run();
   for (auto _ : st) {
@@ -135,13 +144,17 @@ void gemm_bwd(benchmark::State& st, int M, int OC, int C, bool dw) {
     benchmark::ClobberMemory();
   }
   set_gflops(st, 2.0 * M * OC * C);
+  st.SetLabel(dw ? gemm_f32_impl(OC, C, M) : gemm_f32_impl(M, C, OC));
 }
 
-/// Square n^3 product through fbt::gemm: C = A B (nn) or C = A B^T (nt, linear_forward's layout).
-void sgemm_square(benchmark::State& st, int n, bool transB) {
+/// Square n^3 product through the CPU backend (or Eigen's): C = A B (nn) or C = A B^T (nt, a linear layer's layout).
+void sgemm_square(benchmark::State& st, int n, bool transB, bool eigen) {
+  std::optional<ScopedFp32Eigen> force;
+  if (eigen) force.emplace();
   auto A = rand_buf(std::size_t(n) * n, 7), Bm = rand_buf(std::size_t(n) * n, 8);
   AlignedVector<float> C(std::size_t(n) * n);
-  auto run = [&] { gemm(smat(C.data(), n, n), csmat(A.data(), n, n), false, csmat(Bm.data(), n, n), transB, false); };
+  CpuBackend<float> be;
+  auto run = [&] { be.gemm(C.data(), n, A.data(), n, false, Bm.data(), n, transB, n, n, n, false); };
   run();
   for (auto _ : st) {
     run();
@@ -149,6 +162,7 @@ void sgemm_square(benchmark::State& st, int n, bool transB) {
     benchmark::ClobberMemory();
   }
   set_gflops(st, 2.0 * n * n * n);
+  st.SetLabel(gemm_f32_impl(n, n, n));
 }
 
 /// The same products in bf16 (gemm_bf16: bf16 operands, float sums): C (M, N) (+)= op(A) (M, K) op(B) (K, N).
@@ -429,8 +443,10 @@ void optimizer_update(benchmark::State& st, const Cfg& c, const std::string& opt
 }
 
 void register_all() {
-  for (const bool tb : {false, true})
-    reg(std::string("BM_Gemm/sgemm_1024_") + (tb ? "nt" : "nn"), [tb](benchmark::State& st) { sgemm_square(st, 1024, tb); });
+  for (const bool eigen : {false, true})
+    for (const bool tb : {false, true})
+      reg(std::string(eigen ? "BM_GemmEigen" : "BM_Gemm") + "/sgemm_1024_" + (tb ? "nt" : "nn"),
+          [tb, eigen](benchmark::State& st) { sgemm_square(st, 1024, tb, eigen); });
 #if defined(__x86_64__)
   reg("BM_Peak/clock", core_clock);
 #endif
@@ -444,17 +460,19 @@ void register_all() {
   for (const Cfg& c : kConfigs) {
     const std::string cf = c.name;
     const int N = c.N(), D = c.D, QD = c.QD(), KD = c.KD(), F = c.F, V = c.V;
-    const std::string g = "BM_Gemm/" + cf + "/";
-    reg(g + "q_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, QD, D, false); });
-    reg(g + "kv_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, KD, D, false); });
-    reg(g + "o_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, D, QD, true); });
-    reg(g + "q_bwd_dx", [=](benchmark::State& st) { gemm_bwd(st, N, QD, D, false); });
-    reg(g + "q_bwd_dw", [=](benchmark::State& st) { gemm_bwd(st, N, QD, D, true); });
-    reg(g + "mlp_up_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, F, D, false); });
-    reg(g + "mlp_down_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, D, F, true); });
-    reg(g + "head_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, V, D, false); });
-    reg(g + "head_bwd_dx", [=](benchmark::State& st) { gemm_bwd(st, N, V, D, false); });
-    reg(g + "head_bwd_dw", [=](benchmark::State& st) { gemm_bwd(st, N, V, D, true); });
+    for (const bool e : {false, true}) {  // the backend's float product; Eigen's (BM_GemmEigen)
+      const std::string g = std::string(e ? "BM_GemmEigen/" : "BM_Gemm/") + cf + "/";
+      reg(g + "q_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, QD, D, false, e); });
+      reg(g + "kv_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, KD, D, false, e); });
+      reg(g + "o_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, D, QD, true, e); });
+      reg(g + "q_bwd_dx", [=](benchmark::State& st) { gemm_bwd(st, N, QD, D, false, e); });
+      reg(g + "q_bwd_dw", [=](benchmark::State& st) { gemm_bwd(st, N, QD, D, true, e); });
+      reg(g + "mlp_up_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, F, D, false, e); });
+      reg(g + "mlp_down_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, D, F, true, e); });
+      reg(g + "head_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, V, D, false, e); });
+      reg(g + "head_bwd_dx", [=](benchmark::State& st) { gemm_bwd(st, N, V, D, false, e); });
+      reg(g + "head_bwd_dw", [=](benchmark::State& st) { gemm_bwd(st, N, V, D, true, e); });
+    }
     // the same products in bf16: (M, N, K, tA, tB, accumulate, B is a weight)
     const std::string h = "BM_GemmBf16/" + cf + "/";
     reg(h + "q_fwd", [=](benchmark::State& st) { gemm_bf16_bench(st, N, QD, D, false, true, false, true); });

@@ -13,7 +13,7 @@
 // sigma 0.02, uniform prefix), kpass3_g1 (grad_passes 1), mix (33 steps: 25 x K=1, 7 x K=2, 1 x K=3, in a
 // fixed shuffled order; time per step), forward (K = 1, no backward), decode_{standard,soft}_{128,1024}
 // (ms/token of 64 steps after a prefill of that many tokens), prefill_fused1 (fused(1) prefill of 128
-// tokens), sgemm (1024^3 float product through fbt::gemm, 1 thread: the ceiling), soft_overhead_{128,1024}
+// tokens), sgemm (1024^3 float product through the CPU backend, as in a step, 1 thread: the ceiling), soft_overhead_{128,1024}
 // (standard and soft steps in turn in one process: medians of each and the soft step's overhead).
 #include <sys/resource.h>
 
@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "fbt/decode/decoder.hpp"
@@ -178,6 +179,7 @@ int main(int argc, char** argv) try {
   for (int i = 1; i < argc; ++i)
     if (!std::strcmp(argv[i], "--help")) {
       std::printf("bench_e2e --config tiny|small --threads N --measure M [--reps R] [--warmup W] [--batch B] [--seq T] [--precision fp32|bf16]\n"
+                  "          [--fp32-gemm auto|eigen]   (auto: oneDNN's float product where it beats Eigen's)\n"
                   "          [--sliding_window W [--window_pattern SSSL]]   (decode measures also print the KV cache bytes to stderr)\n"
                   "bench_e2e --save-init DIR [--config C] | --dump-check DIR\n"
                   "measures: train fbt_k1 kpass2 kpass3 kpass3_g1 mix forward decode_standard_128 decode_soft_128\n"
@@ -191,6 +193,11 @@ int main(int argc, char** argv) try {
   const int threads = std::stoi(arg(argc, argv, "--threads", "1"));
   const Precision prec = parse_precision(arg(argc, argv, "--precision", "fp32"));
   set_matmul_precision(prec);  // bf16: the model's products (and the sgemm measure) with bf16 operands, fp32 sums
+  // fp32 products: auto (oneDNN's kernel where it beats Eigen's, ops/gemm_dnnl.hpp) or eigen (before/after in one build)
+  const std::string fp32_gemm = arg(argc, argv, "--fp32-gemm", "auto");
+  if (fp32_gemm != "auto" && fp32_gemm != "eigen") throw Error("bench_e2e: --fp32-gemm: expected auto or eigen, got '" + fp32_gemm + "'");
+  std::optional<ScopedFp32Eigen> force_eigen;
+  if (fp32_gemm == "eigen") force_eigen.emplace();
   int reps = std::stoi(arg(argc, argv, "--reps", "5")), warmup = std::stoi(arg(argc, argv, "--warmup", "2"));
   Bench b = make_config(cfg);
   b.B = std::stoi(arg(argc, argv, "--batch", std::to_string(b.B)));
@@ -213,8 +220,7 @@ int main(int argc, char** argv) try {
     for (auto& x : A) x = float(r.normal());
     for (auto& x : Bm) x = float(r.normal());
     t = time_it(warmup, reps, [&] {
-      if (prec == Precision::bf16) gemm_bf16(smat(C.data(), n, n), csmat(A.data(), n, n), false, csmat(Bm.data(), n, n), false, false);
-      else gemm(smat(C.data(), n, n), csmat(A.data(), n, n), false, csmat(Bm.data(), n, n), false, false);
+      CpuBackend<float>().gemm(C.data(), n, A.data(), n, false, Bm.data(), n, false, n, n, n, false);  // the step's product
     });
     tokens_per_rep = 1, flops_per_token = 2.0 * n * n * n;
   } else if (measure.rfind("soft_overhead_", 0) == 0) {
@@ -341,7 +347,7 @@ int main(int argc, char** argv) try {
               "\"median_ms\": %.6g, \"p25_ms\": %.6g, \"p75_ms\": %.6g, \"min_ms\": %.6g, \"max_ms\": %.6g, \"tokens_per_s\": %.6g, "
               "\"flops_per_token\": %.6g, \"gflops\": %.6g, \"peak_rss_mb\": %.1f, \"gemm_impl\": \"%s\", \"compiler\": \"%s\"}\n",
               precision_name(prec), cfg.c_str(), threads, measure.c_str(), b.B, b.T, int(t.ms.size()), med, t.q(0.25), t.q(0.75), t.q(0.0), t.q(1.0), tps,
-              flops_per_token, flops_per_token * tps / 1e9, peak_rss_mb(), prec == Precision::bf16 ? gemm_bf16_impl(1024, 1024, 1024).c_str() : "eigen",
+              flops_per_token, flops_per_token * tps / 1e9, peak_rss_mb(), (prec == Precision::bf16 ? gemm_bf16_impl(1024, 1024, 1024) : gemm_f32_impl(1024, 1024, 1024)).c_str(),
 #if defined(__clang__)
               "clang " __clang_version__
 #else

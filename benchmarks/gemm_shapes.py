@@ -6,7 +6,8 @@
 
 The shapes are those of the tiny and small training steps (bench_kernels' BM_Gemm/<cfg>/<name>: the
 projections, the MLP, the LM head, forward and both backward products) and the square 1024^3 one. fbt:
-bench_kernels' BM_Gemm (fp32, fbt::gemm) and BM_GemmBf16 (gemm_bf16: bf16 operands, float sums, float
+bench_kernels' BM_Gemm (fp32, the CPU backend's product as a step runs it: oneDNN's kernel on an AVX-512
+CPU in a build with oneDNN, Eigen's elsewhere; BM_GemmEigen has Eigen's) and BM_GemmBf16 (gemm_bf16: bf16 operands, float sums, float
 result; a weight operand read from its bf16 copy, made once per step in training). The shapes come
 from bench_kernels' own output (its M, N, K, tA, tB, acc counters), so the two sides time the same products.
 torch: torch.mm / addmm_ on the same layouts (a transposed operand is a transposed view), fp32, and bf16
