@@ -63,7 +63,10 @@ template <class T> struct CpuBackend {
   /// C (M, N) = op(A) op(B) (+ C). One row times a transposed weight (decoding) is a matrix-vector product.
   /// Under matmul_precision() bf16 (float only) the operands are rounded to bf16 (ops/gemm_bf16.hpp). In
   /// float, a build with oneDNN runs its kernel where it beats Eigen's (ops/gemm_dnnl.hpp: AVX-512 CPUs).
-  /// The choice is made here, inline, so that a program linking the compiled kernels makes the same one.
+  /// A member template (of nothing): the compiled kernels (src/kernels.cpp, fbt::kernels) instantiate the
+  /// class's members but not this, so these switches are always compiled in the caller's own files, with
+  /// its FBT_HAVE_DNNL, even in a program that links kernels compiled without oneDNN.
+  template <int = 0>
   void gemm(T* C, long ldc, const T* A, long lda, bool tA, const T* B, long ldb, bool tB, long M, long N, long K, bool acc) {
     auto Cm = smat(C, M, N, ldc);
     auto Am = tA ? csmat(A, K, M, lda) : csmat(A, M, K, lda);
