@@ -13,6 +13,7 @@
 
 #include "fbt/check/gradcheck.hpp"
 #include "fbt/core/rng.hpp"
+#include "fbt/core/tensor.hpp"
 
 namespace fbt_test {
 
@@ -23,6 +24,14 @@ using fbt::GradCheck;
 /// Fill with N(0, std^2) from a seeded fbt::Rng.
 template <class T> void randn(T* p, std::size_t n, fbt::Rng& rng, double std = 1.0, double mean = 0.0) {
   for (std::size_t i = 0; i < n; ++i) p[i] = T(rng.normal(mean, std));
+}
+
+/// A (rows, cols) row-major matrix of N(0, 1) floats from a seeded fbt::Rng.
+inline fbt::RowMat<float> randn_matrix(long rows, long cols, std::uint64_t seed) {
+  fbt::Rng g(seed);
+  fbt::RowMat<float> m(rows, cols);
+  for (long i = 0; i < m.size(); ++i) m.data()[i] = float(g.normal());
+  return m;
 }
 
 /// A fixed random linear functional of an output: f = sum_i w_i y_i, so d f / d y = w (a generic upstream gradient).

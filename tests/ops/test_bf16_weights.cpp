@@ -22,15 +22,9 @@
 namespace test_ops_bf16_weights {
 
 using namespace fbt;
+using fbt_test::randn_matrix;
 
 namespace {
-
-RowMat<float> randm(long r, long c, std::uint64_t seed) {
-  Rng g(seed);
-  RowMat<float> m(r, c);
-  for (long i = 0; i < m.size(); ++i) m.data()[i] = float(g.normal());
-  return m;
-}
 
 /// |C - R| <= the bound on two float sums of the same K exact products (+ the accumulated value's rounding).
 void expect_definition(const RowMat<float>& C, const RowMat<float>& R, const RowMat<float>& C0, const RowMat<float>& a,
@@ -48,7 +42,7 @@ struct Weights {
   std::vector<float> values;
   float* W() { return values.data() + 5; }
   Weights(long n, long k, std::uint64_t seed) : N(n), K(k), values(std::size_t(n * k + 11)) {
-    const RowMat<float> w = randm(n, k, seed);
+    const RowMat<float> w = randn_matrix(n, k, seed);
     std::copy(w.data(), w.data() + w.size(), W());
   }
 };
@@ -69,8 +63,8 @@ TEST(Bf16Weights, ProductsOverTheCopyMatchTheDefinition) {
         for (bool acc : {false, true}) {
           const std::string what = "M " + std::to_string(M) + " N " + std::to_string(N) + " K " + std::to_string(K) + " acc " + std::to_string(acc);
           {  // forward: C (M, N) = A W^T, C a block of a wider buffer
-            const RowMat<float> a = randm(M, K, 3);
-            RowMat<float> C0 = randm(M, N + 2, 4), C = C0, R = C0;
+            const RowMat<float> a = randn_matrix(M, K, 3);
+            RowMat<float> C0 = randn_matrix(M, N + 2, 4), C = C0, R = C0;
             gemm_bf16(smat(C.data(), M, N, N + 2), csmat(a.data(), M, K), false, W, true, acc);
             gemm_bf16_reference(smat(R.data(), M, N, N + 2), csmat(a.data(), M, K), false, W, true, acc);
             expect_definition(C.leftCols(N), R.leftCols(N), C0.leftCols(N), a, RowMat<float>(Wm.transpose()), acc, "forward " + what);
@@ -78,8 +72,8 @@ TEST(Bf16Weights, ProductsOverTheCopyMatchTheDefinition) {
               for (long j = N; j < N + 2; ++j) ASSERT_EQ(C(i, j), C0(i, j)) << "wrote outside the (M, N) block";
           }
           {  // backward: C (M, K) = dY (M, N) W
-            const RowMat<float> dy = randm(M, N, 5);
-            RowMat<float> C0 = randm(M, K, 6), C = C0, R = C0;
+            const RowMat<float> dy = randn_matrix(M, N, 5);
+            RowMat<float> C0 = randn_matrix(M, K, 6), C = C0, R = C0;
             gemm_bf16(smat(C.data(), M, K), csmat(dy.data(), M, N), false, W, false, acc);
             gemm_bf16_reference(smat(R.data(), M, K), csmat(dy.data(), M, N), false, W, false, acc);
             expect_definition(C, R, C0, dy, Wm, acc, "backward " + what);
@@ -97,7 +91,7 @@ TEST(Bf16Weights, SquareWeightForwardAndBackwardInOneScope) {
   Weights ws(D, D, 21);
   Bf16WeightScope<float> scope(ws.values.data(), ws.values.size(), true);
   const auto W = csmat(ws.W(), D, D);
-  const RowMat<float> Wm = W, x = randm(M, D, 22), dy = randm(M, D, 23), C0 = RowMat<float>::Zero(M, D);
+  const RowMat<float> Wm = W, x = randn_matrix(M, D, 22), dy = randn_matrix(M, D, 23), C0 = RowMat<float>::Zero(M, D);
   for (int round = 0; round < 2; ++round) {
     RowMat<float> y(M, D), yr(M, D), dx(M, D), dxr(M, D);
     gemm_bf16(smat(y.data(), M, D), csmat(x.data(), M, D), false, W, true, false);
@@ -115,10 +109,10 @@ TEST(Bf16Weights, RowKernelsMatchTheDefinition) {
     for (long N : {1L, 5L, 12L})
       for (long K : {1L, 31L, 32L, 33L, 70L, 300L})
         for (bool acc : {false, true}) {
-          const RowMat<float> a = randm(M, K, 1 + K), w = randm(N, K, 2 + N);
+          const RowMat<float> a = randn_matrix(M, K, 1 + K), w = randn_matrix(N, K, 2 + N);
           AlignedVector<std::uint16_t> wb(std::size_t(N * K));
           for (long i = 0; i < N * K; ++i) wb[std::size_t(i)] = float_to_bf16(w.data()[i]);
-          const RowMat<float> C0 = randm(M, N, 3);
+          const RowMat<float> C0 = randn_matrix(M, N, 3);
           RowMat<float> R = C0, P = C0, D = C0;
           gemm_bf16_reference(smat(R.data(), M, N), csmat(a.data(), M, K), false, csmat(w.data(), N, K), true, acc);
           detail::gemm_bf16_rows_portable(smat(P.data(), M, N), csmat(a.data(), M, K), wb.data(), acc);
@@ -134,7 +128,7 @@ TEST(Bf16Weights, FreshScopesRepackNonFreshOnesReuse) {
   ScopedMatmulPrecision bf16(Precision::bf16);
   const long N = 24, K = 40;
   Weights ws(N, K, 3);
-  const RowMat<float> x = randm(1, K, 4);
+  const RowMat<float> x = randn_matrix(1, K, 4);
   auto product = [&](bool fresh) {
     Bf16WeightScope<float> scope(ws.values.data(), ws.values.size(), fresh);
     RowMat<float> y(1, N);
@@ -193,7 +187,7 @@ TEST(Bf16Weights, ThreadsKeepTheirOwnCopies) {
   ScopedMatmulPrecision bf16(Precision::bf16);
   const long M = 3, N = 50, K = 70;
   Weights ws(N, K, 9);
-  const RowMat<float> a = randm(M, K, 10);
+  const RowMat<float> a = randn_matrix(M, K, 10);
   RowMat<float> ref(M, N);
   {
     Bf16WeightScope<float> scope(ws.values.data(), ws.values.size(), true);
@@ -228,10 +222,10 @@ TEST(Bf16Inputs, ProductsInsideScopesEqualTheConvertingOnesBitForBit) {
   if (!bf16_available()) GTEST_SKIP() << bf16_unavailable_reason();
   ScopedMatmulPrecision bf16(Precision::bf16);
   const long M = 96, K = 48, N = 40;
-  const RowMat<float> x = randm(M, K, 31), dy = randm(M, N, 32);
-  const RowMat<float> w1 = randm(N, K, 33), w2 = randm(N, K, 34);  // not weights of a scope: converted per product
+  const RowMat<float> x = randn_matrix(M, K, 31), dy = randn_matrix(M, N, 32);
+  const RowMat<float> w1 = randn_matrix(N, K, 33), w2 = randn_matrix(N, K, 34);  // not weights of a scope: converted per product
   auto run = [&](bool scoped, RowMat<float>& y1, RowMat<float>& y2, RowMat<float>& dx, RowMat<float>& dw1, RowMat<float>& dw2) {
-    y1.setZero(M, N), y2.setZero(M, N), dx = randm(M, K, 35), dw1 = randm(N, K, 36), dw2 = randm(N, K, 37);
+    y1.setZero(M, N), y2.setZero(M, N), dx = randn_matrix(M, K, 35), dw1 = randn_matrix(N, K, 36), dw2 = randn_matrix(N, K, 37);
     Bf16InputScope<float> in(scoped ? x.data() : nullptr, std::size_t(x.size()));
     gemm_bf16(smat(y1.data(), M, N), csmat(x.data(), M, K), false, csmat(w1.data(), N, K), true, false);  // x w1^T
     gemm_bf16(smat(y2.data(), M, N), csmat(x.data(), M, K), false, csmat(w2.data(), N, K), true, false);  // x w2^T
@@ -255,8 +249,8 @@ TEST(Bf16Inputs, TheCopyIsMadeOncePerScope) {
   if (!onednn_bf16()) GTEST_SKIP() << "input copies are read by oneDNN's bf16 products only (the fallback rounds per product)";
   ScopedMatmulPrecision bf16(Precision::bf16);
   const long M = 64, K = 32, N = 24;
-  RowMat<float> x = randm(M, K, 41);
-  const RowMat<float> x0 = x, x1 = randm(M, K, 42), w = randm(N, K, 43);
+  RowMat<float> x = randn_matrix(M, K, 41);
+  const RowMat<float> x0 = x, x1 = randn_matrix(M, K, 42), w = randn_matrix(N, K, 43);
   auto product = [&](const float* a, long rows) {
     RowMat<float> y(rows, N);
     gemm_bf16(smat(y.data(), rows, N), csmat(a, rows, K), false, csmat(w.data(), N, K), true, false);
@@ -285,7 +279,7 @@ TEST(Bf16Inputs, TheCopyIsMadeOncePerScope) {
 
 // Outside bf16 precision, over double, over nothing: no copies.
 TEST(Bf16Inputs, ScopesOutsideBf16DoNothing) {
-  const RowMat<float> x = randm(8, 16, 51);
+  const RowMat<float> x = randn_matrix(8, 16, 51);
   {
     ScopedMatmulPrecision fp32(Precision::fp32);
     Bf16InputScope<float> in(x.data(), std::size_t(x.size()));

@@ -21,15 +21,9 @@
 namespace test_ops_gemm_bf16 {
 
 using namespace fbt;
+using fbt_test::randn_matrix;
 
 namespace {
-
-RowMat<float> randm(long r, long c, std::uint64_t seed) {
-  Rng g(seed);
-  RowMat<float> m(r, c);
-  for (long i = 0; i < m.size(); ++i) m.data()[i] = float(g.normal());
-  return m;
-}
 
 /// Per element: the bound on the difference of two float sums of the same K exact products.
 RowMat<double> sum_bound(const RowMat<float>& a, bool tA, const RowMat<float>& b, bool tB) {
@@ -93,11 +87,11 @@ TEST(Bf16, ProductMatchesItsDefinition) {
     for (int t = 0; t < 4; ++t)
       for (bool acc : {false, true}) {
         const bool tA = t & 1, tB = t & 2;
-        const RowMat<float> a = tA ? randm(s.K, s.M, 10 + t) : randm(s.M, s.K, 10 + t);
-        const RowMat<float> b = tB ? randm(s.N, s.K, 20 + t) : randm(s.K, s.N, 20 + t);
+        const RowMat<float> a = tA ? randn_matrix(s.K, s.M, 10 + t) : randn_matrix(s.M, s.K, 10 + t);
+        const RowMat<float> b = tB ? randn_matrix(s.N, s.K, 20 + t) : randn_matrix(s.K, s.N, 20 + t);
         // C is a (M, N) block of a wider buffer (row stride N + 3), pre-filled when accumulating
         const long ldc = s.N + 3;
-        RowMat<float> C0 = randm(s.M, ldc, 30);
+        RowMat<float> C0 = randn_matrix(s.M, ldc, 30);
         RowMat<float> C = C0, R = C0;
         gemm_bf16(smat(C.data(), s.M, s.N, ldc), csmat(a.data(), a.rows(), a.cols()), tA, csmat(b.data(), b.rows(), b.cols()), tB, acc);
         gemm_bf16_reference(smat(R.data(), s.M, s.N, ldc), csmat(a.data(), a.rows(), a.cols()), tA, csmat(b.data(), b.rows(), b.cols()), tB, acc);
@@ -121,10 +115,10 @@ TEST(Bf16, FallbackIsTheDefinitionBitForBit) {
       const bool tA = t & 1, tB = t & 2;
       const long M = 33, N = 17, K = 70, lda = 75, ldb = 20, ldc = N + 3;
       // operands are blocks of wider buffers too (row strides lda, ldb)
-      RowMat<float> abuf = randm(tA ? K : M, lda, 40 + t), bbuf = randm(tB ? N : K, ldb + 60, 50 + t);
+      RowMat<float> abuf = randn_matrix(tA ? K : M, lda, 40 + t), bbuf = randn_matrix(tB ? N : K, ldb + 60, 50 + t);
       const auto a = csmat(abuf.data(), tA ? K : M, tA ? M : K, lda);
       const auto b = csmat(bbuf.data(), tB ? N : K, tB ? K : N, ldb + 60);
-      RowMat<float> C = randm(M, ldc, 60), R = C;
+      RowMat<float> C = randn_matrix(M, ldc, 60), R = C;
       gemm_bf16(smat(C.data(), M, N, ldc), a, tA, b, tB, acc);
       gemm_bf16_reference(smat(R.data(), M, N, ldc), a, tA, b, tB, acc);
       EXPECT_EQ(C, R) << "tA " << tA << " tB " << tB << " acc " << acc;
@@ -134,7 +128,7 @@ TEST(Bf16, FallbackIsTheDefinitionBitForBit) {
 TEST(Bf16, RoundingShowsAgainstTheFloatProduct) {
   if (!bf16_available()) GTEST_SKIP() << bf16_unavailable_reason();
   const long M = 32, N = 32, K = 64;
-  const RowMat<float> a = randm(M, K, 1), b = randm(K, N, 2);
+  const RowMat<float> a = randn_matrix(M, K, 1), b = randn_matrix(K, N, 2);
   RowMat<float> c(M, N), f(M, N);
   gemm_bf16(smat(c.data(), M, N), csmat(a.data(), M, K), false, csmat(b.data(), K, N), false, false);
   gemm(smat(f.data(), M, N), csmat(a.data(), M, K), false, csmat(b.data(), K, N), false, false);
@@ -147,7 +141,7 @@ TEST(Bf16, RoundingShowsAgainstTheFloatProduct) {
 TEST(Bf16, BackendDispatchFollowsTheScope) {
   if (!bf16_available()) GTEST_SKIP() << bf16_unavailable_reason();
   const long M = 40, N = 24, K = 56;
-  const RowMat<float> a = randm(M, K, 4), w = randm(N, K, 5);
+  const RowMat<float> a = randn_matrix(M, K, 4), w = randn_matrix(N, K, 5);
   RowMat<float> c(M, N), ref(M, N), f(M, N);
   CpuBackend<float> be;
   ASSERT_EQ(matmul_precision(), Precision::fp32);
@@ -180,7 +174,7 @@ TEST(Bf16, BackendDispatchFollowsTheScope) {
 TEST(Bf16, ThreadsRunProductsAtOnce) {
   if (!bf16_available()) GTEST_SKIP() << bf16_unavailable_reason();
   const long M = 96, N = 80, K = 72;
-  const RowMat<float> a = randm(M, K, 6), b = randm(K, N, 7);
+  const RowMat<float> a = randn_matrix(M, K, 6), b = randn_matrix(K, N, 7);
   RowMat<float> ref(M, N);
   gemm_bf16(smat(ref.data(), M, N), csmat(a.data(), M, K), false, csmat(b.data(), K, N), false, false);
   std::vector<RowMat<float>> out(4, RowMat<float>(M, N));

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <thread>
 
+#include "common/gradcheck.hpp"
 #include "fbt/backend/cpu.hpp"
 #include "fbt/ops/gemm_dnnl.hpp"
 
@@ -20,15 +21,9 @@
 namespace test_ops_gemm_dnnl {
 
 using namespace fbt;
+using fbt_test::randn_matrix;
 
 namespace {
-
-RowMat<float> randm(long r, long c, std::uint64_t seed) {
-  Rng g(seed);
-  RowMat<float> m(r, c);
-  for (long i = 0; i < m.size(); ++i) m.data()[i] = float(g.normal());
-  return m;
-}
 
 bool dnnl_runs() { return gemm_f32_impl(64, 64, 64).rfind("oneDNN", 0) == 0; }
 
@@ -38,7 +33,7 @@ void check(long M, long N, long K, bool tA, bool tB, bool acc, long pad, std::ui
   SCOPED_TRACE("M " + std::to_string(M) + " N " + std::to_string(N) + " K " + std::to_string(K) + (tA ? " A^T" : "") + (tB ? " B^T" : "") +
                (acc ? " acc" : "") + " pad " + std::to_string(pad));
   const long ar = tA ? K : M, ac = tA ? M : K, br = tB ? N : K, bc = tB ? K : N;
-  RowMat<float> A = randm(ar, ac + pad, seed), B = randm(br, bc + pad, seed + 1), C = randm(M, N + pad, seed + 2);
+  RowMat<float> A = randn_matrix(ar, ac + pad, seed), B = randn_matrix(br, bc + pad, seed + 1), C = randn_matrix(M, N + pad, seed + 2);
   const RowMat<float> C0 = C;
   CpuBackend<float>().gemm(C.data(), N + pad, A.data(), ac + pad, tA, B.data(), bc + pad, tB, M, N, K, acc);
   const RowMat<double> a = A.leftCols(ac).cast<double>(), b = B.leftCols(bc).cast<double>();
@@ -69,7 +64,7 @@ TEST(GemmDnnl, ItIsOneDnnsProductWhereItShouldBe) {
   EXPECT_NE(gemm_f32_impl(512, 256, 128).find("avx512"), std::string::npos) << gemm_f32_impl(512, 256, 128);
   // A long sum in another order differs from Eigen's in some last bits: the product that ran is not Eigen's.
   const long M = 64, N = 64, K = 2048;
-  const RowMat<float> A = randm(M, K, 5), B = randm(K, N, 6);
+  const RowMat<float> A = randn_matrix(M, K, 5), B = randn_matrix(K, N, 6);
   RowMat<float> C(M, N), E(M, N);
   CpuBackend<float>().gemm(C.data(), N, A.data(), K, false, B.data(), N, false, M, N, K, false);
   gemm(smat(E.data(), M, N), csmat(A.data(), M, K), false, csmat(B.data(), K, N), false, false);
@@ -78,7 +73,7 @@ TEST(GemmDnnl, ItIsOneDnnsProductWhereItShouldBe) {
 
 TEST(GemmDnnl, ScopedFp32EigenRunsEigensProductAndIsRestored) {
   const long M = 96, N = 72, K = 600;
-  const RowMat<float> A = randm(K, M, 7), B = randm(N, K, 8);  // A^T B^T: both transposed
+  const RowMat<float> A = randn_matrix(K, M, 7), B = randn_matrix(N, K, 8);  // A^T B^T: both transposed
   RowMat<float> C(M, N), E(M, N);
   const std::string before = gemm_f32_impl(M, N, K);
   {
@@ -95,7 +90,7 @@ TEST(GemmDnnl, TwoThreadsAtOnce) {
   // each thread has its own stream and primitives (ops/gemm_dnnl.hpp): the same products on two threads
   // at once give what one thread gives
   const long M = 200, N = 96, K = 160;
-  const RowMat<float> A = randm(M, K, 9), B = randm(N, K, 10);
+  const RowMat<float> A = randn_matrix(M, K, 9), B = randn_matrix(N, K, 10);
   RowMat<float> ref(M, N);
   CpuBackend<float>().gemm(ref.data(), N, A.data(), K, false, B.data(), K, true, M, N, K, false);
   RowMat<float> c1(M, N), c2(M, N);
