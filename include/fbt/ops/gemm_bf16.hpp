@@ -38,7 +38,6 @@
 #include "gemm.hpp"
 #include "gemm_dnnl.hpp"  // the oneDNN engine, streams and primitives
 
-
 namespace fbt {
 
 /// \brief The definition of a bf16 product: C (M, N) (+)= op(A) op(B) with both operands rounded to bf16
