@@ -5,8 +5,9 @@
 // float sums of the same K products ((K + 2) * 2^-23 * sum_k |a_k b_k|), for every transpose, accumulate,
 // strided operands and outputs (a column past N is never written), thin and one-row shapes; that on an
 // AVX-512 CPU with oneDNN it is oneDNN's product that ran (gemm_f32_impl, and a result that differs from
-// Eigen's in some last bits on a long sum); ScopedFp32Eigen gives Eigen's product bit for bit and is
-// restored; two threads running products at once; empty products. Without oneDNN (or on a CPU where its
+// Eigen's in some last bits on a long sum); that only oneDNN's brgemm kernel runs (another kernel leaves
+// a shape to Eigen's); ScopedFp32Eigen gives Eigen's product bit for bit and is restored; two threads
+// running products at once; empty products. Without oneDNN (or on a CPU where its
 // float kernel is not the brgemm one) the same checks hold for Eigen's product.
 #include <gtest/gtest.h>
 
@@ -70,6 +71,22 @@ TEST(GemmDnnl, ItIsOneDnnsProductWhereItShouldBe) {
   gemm(smat(E.data(), M, N), csmat(A.data(), M, K), false, csmat(B.data(), K, N), false, false);
   EXPECT_GT((C - E).cwiseAbs().maxCoeff(), 0.f);
 }
+
+#if defined(FBT_HAVE_DNNL)
+TEST(GemmDnnl, OnlyTheBrgemmKernelRuns) {
+  // the rule applied to each product's primitive: oneDNN's AVX-512 brgemm kernel runs, any other leaves
+  // the product to Eigen's (oneDNN 2.6's jit GEMM and reference kernels were never measured against it)
+  EXPECT_TRUE(detail::dnnl_f32_kernel_ok("brg:avx512_core"));
+  EXPECT_FALSE(detail::dnnl_f32_kernel_ok("gemm:jit"));
+  EXPECT_FALSE(detail::dnnl_f32_kernel_ok("brg:avx2"));
+  EXPECT_FALSE(detail::dnnl_f32_kernel_ok("ref:any"));
+  // and the name a benchmark reports follows it, shape by shape
+  for (const long n : {1L, 16L, 257L}) {
+    const std::string impl = gemm_f32_impl(n, n, n);
+    EXPECT_TRUE(impl.rfind("oneDNN brg:avx512", 0) == 0 || impl.rfind("Eigen", 0) == 0) << impl;
+  }
+}
+#endif
 
 TEST(GemmDnnl, ScopedFp32EigenRunsEigensProductAndIsRestored) {
   const long M = 96, N = 72, K = 600;

@@ -3,8 +3,8 @@
 // Two products run through oneDNN (Intel's deep-learning primitives, Debian's libdnnl-dev) when fbt is
 // built with it (FBT_HAVE_DNNL, the fbt::bf16 target):
 //   - every bf16 product (ops/gemm_bf16.hpp), on CPUs where oneDNN has a bf16 kernel;
-//   - the float products of the CPU backend (backend/cpu.hpp), on CPUs where oneDNN's float kernel is its
-//     AVX-512 "brgemm" one (brg:avx512_core: AVX-512 CPUs, Intel and AMD Zen 4/5). On Zen 4 it is 1.02-1.08x
+//   - the float products of the CPU backend (backend/cpu.hpp), where oneDNN's float kernel for the
+//     product's shape is its AVX-512 "brgemm" one (brg:avx512_core: AVX-512 CPUs, Intel and AMD Zen 4/5). On Zen 4 it is 1.02-1.08x
 //     Eigen's blocked product at most of the steps' shapes (level at the rest), 1.5x at thin ones (a
 //     dimension of 16 or 32), and the steps 2-4.5% faster (docs/PERFORMANCE.md, "The float products
 //     through oneDNN"). Elsewhere (an AVX2 CPU, where oneDNN 2.6 offers its older jit GEMM, unmeasured
@@ -78,6 +78,7 @@ struct DnnlPrim {
   dnnl::reorder to_layout;     // plain bf16 -> that layout
   dnnl::memory a, b, c;        // A, B (in `weights`), C; their data handles are set per call
   std::unordered_map<int, dnnl::memory> args;
+  std::string impl;            // the kernel oneDNN chose (e.g. "brg:avx512_core")
 };
 
 /// This thread's stream, bf16 operand buffers (ops/gemm_bf16.hpp) and primitives.
@@ -118,6 +119,7 @@ inline DnnlPrim dnnl_make_prim(const dnnl::memory::desc& a_md, const dnnl::memor
   p.b = dnnl::memory(p.weights, eng, DNNL_MEMORY_NONE);
   p.c = dnnl::memory(c_md, eng, DNNL_MEMORY_NONE);
   p.args = {{DNNL_ARG_SRC, p.a}, {DNNL_ARG_WEIGHTS, p.b}, {DNNL_ARG_DST, p.c}};
+  p.impl = pd.impl_info_str();
   return p;
 }
 
@@ -143,12 +145,14 @@ inline std::string dnnl_f32_impl(long M, long N, long K) {
       dnnl_context().eng);
   return pd.impl_info_str();
 }
-/// Whether the float products run oneDNN's kernel on this CPU: where it is the AVX-512 brgemm one (asked
-/// once per process, on the steps' typical shape).
+/// The float kernel fbt runs oneDNN's product with: its AVX-512 brgemm one (the one measured against Eigen's).
+inline bool dnnl_f32_kernel_ok(const std::string& impl) { return impl.rfind("brg:avx512", 0) == 0; }
+/// Whether the float products may run oneDNN's kernel on this CPU: it has that kernel (asked once per
+/// process, on the steps' typical shape; each product's own primitive is asked again when it is made).
 inline bool dnnl_f32_preferred() {
   static const bool ok = [] {
     try {
-      return dnnl_f32_impl(256, 128, 128).rfind("brg:avx512", 0) == 0;
+      return dnnl_f32_kernel_ok(dnnl_f32_impl(256, 128, 128));
     } catch (const dnnl::error&) {
       return false;
     }
@@ -177,6 +181,9 @@ inline bool gemm_f32_dnnl(RowMapS<float> C, CRowMapS<float> A, bool transA, CRow
                                                   detail::dnnl_plain(M, N, ldc, false, dt::f32), accumulate))
              .first;
   }
+  // a shape for which oneDNN chose another kernel than its brgemm one runs Eigen's (its primitive is kept
+  // only to remember that)
+  if (!detail::dnnl_f32_kernel_ok(it->second.impl)) return false;
   detail::dnnl_run(th, it->second, A.data(), B.data(), C.data());
   return true;
 }
@@ -185,7 +192,9 @@ inline bool gemm_f32_dnnl(RowMapS<float> C, CRowMapS<float> A, bool transA, CRow
 inline std::string gemm_f32_impl(long M, long N, long K) {
   if (detail::fp32_force_eigen().load(std::memory_order_relaxed)) return "Eigen (forced)";
   if (!detail::dnnl_f32_preferred()) return "Eigen (oneDNN's float kernel on this CPU is not its AVX-512 brgemm)";
-  return "oneDNN " + detail::dnnl_f32_impl(M, N, K);
+  const std::string impl = detail::dnnl_f32_impl(M, N, K);
+  if (!detail::dnnl_f32_kernel_ok(impl)) return "Eigen (oneDNN's float kernel for this shape is " + impl + ")";
+  return "oneDNN " + impl;
 }
 #else
 inline bool gemm_f32_dnnl(RowMapS<float>, CRowMapS<float>, bool, CRowMapS<float>, bool, bool) { return false; }
