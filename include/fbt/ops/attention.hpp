@@ -16,13 +16,15 @@
 // the row is one document): that is the whole of the document mask (spec invariant 6).
 //
 // The work, per (b, kh): the head's keys (and, in backward, values) are packed as key tiles transposed,
-// KT (T / Bk, hs, Bk), so that a score row over a tile is Bk-wide multiply-adds over d. Query rows go in
-// groups (4 rows in forward, 16 in backward), over the whole key tiles from the tile holding their first
-// window start to their last row (the causal upper triangle and earlier documents are skipped a tile at a
-// time). The group's score rows (group, <= T) stay in L1, so the softmax is two plain passes over each row
-// (max, then exp and sum) instead of FlashAttention's online rescaling per tile, which, at Bk = 32 and
-// hs = 32, cost as much as the products. The products accumulate in registers over tiles of 4 rows;
-// those over keys (P V, dS K, P^T dO, dS^T Q) are vectorised over hs.
+// KT (T / Bk, hs, Bk), so that a score row over a tile is Bk-wide multiply-adds over d (the packing is a
+// register transpose of L x L blocks). Query rows go in groups (4 rows in forward, 16 in backward), over
+// the key tiles from the tile holding their first window start to their last row, the diagonal's tile
+// only as far as the half holding that row (the causal upper triangle and earlier documents are skipped a
+// half tile at a time); the products over keys skip, per register tile of rows and per group of keys, the
+// rows and keys that causality zeroes. The group's score rows (group, <= T) stay in L1, so the softmax is
+// two plain passes over each row (max, then exp and sum) instead of FlashAttention's online rescaling per
+// tile, which, at Bk = 32 and hs = 32, cost as much as the products. The products accumulate in registers
+// over tiles of 4 rows; those over keys (P V, dS K, P^T dO, dS^T Q) are vectorised over hs.
 #pragma once
 
 #include <algorithm>
@@ -47,33 +49,59 @@ namespace detail {
 constexpr int BK_ = kAttnKeys, RT_ = kAttnTileRows;
 static_assert(kAttnRowsForward % RT_ == 0 && kAttnRowsBackward % RT_ == 0, "a row group is a whole number of register tiles");
 
-/// Packs the (Tn, hs) head slice x (rows of stride ld) as key tiles transposed: xt (ceil(Tn / Bk), hs, Bk),
-/// tile t holding keys [t Bk, t Bk + Bk) (zero past Tn), so one tile's operand is aligned and contiguous.
-template <class T>
-void attn_pack_tiles(T* xt, const T* x, Eigen::Index ld, int Tn, int hs) {
-  const int nt = (Tn + BK_ - 1) / BK_;
-  std::fill(xt + std::size_t(nt - 1) * hs * BK_, xt + std::size_t(nt) * hs * BK_, T(0));
-  for (int j = 0; j < Tn; ++j) {  // rows of x read once, in order
-    T* col = xt + std::size_t(j / BK_) * hs * BK_ + j % BK_;
-    for (int d = 0; d < hs; ++d) col[d * BK_] = x[j * ld + d];
-  }
-}
-
 // The products over a tile accumulate in Eigen's SIMD packets (pmadd: one fused multiply-add per packet),
 // held in registers: plain loops over local arrays were kept in memory by the compiler. HS is the head size
 // when known at compile time (a multiple of the packet width), else 0: plain loops for any head size.
 namespace ei = Eigen::internal;
 template <class T> using AttnPacket = typename ei::packet_traits<T>::type;
 template <class T> constexpr int kAttnLanes = ei::unpacket_traits<AttnPacket<T>>::size;
+
+/// Packs the (Tn, hs) head slice x (rows of stride ld) as key tiles transposed: xt (ceil(Tn / Bk), hs, Bk),
+/// tile t holding keys [t Bk, t Bk + Bk) (zero past Tn), so one tile's operand is aligned and contiguous.
+/// With HS a whole number of packets, L keys by L head columns go at a time through a register transpose
+/// (Eigen's ptranspose, L = the packet's lanes); the keys past the last whole L go one by one.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"  // g++ on PacketBlock<__m128, ...>: Eigen's own headers silence it
+#endif
+template <class T, int HS>
+void attn_pack_tiles(T* xt, const T* x, Eigen::Index ld, int Tn, int hs_) {
+  const int hs = HS ? HS : hs_, nt = (Tn + BK_ - 1) / BK_;
+  std::fill(xt + std::size_t(nt - 1) * hs * BK_, xt + std::size_t(nt) * hs * BK_, T(0));
+  int j = 0;
+  if constexpr (HS != 0 && HS % kAttnLanes<T> == 0) {
+    using P = AttnPacket<T>;
+    constexpr int L = kAttnLanes<T>;
+    static_assert(BK_ % L == 0, "the key tile is a whole number of packets");
+    for (; j + L <= Tn; j += L) {
+      T* tile = xt + std::size_t(j / BK_) * HS * BK_ + j % BK_;  // column j % Bk of tile j / Bk: packet-aligned
+      for (int d0 = 0; d0 < HS; d0 += L) {
+        ei::PacketBlock<P, L> blk;  // rows j .. j + L - 1, columns d0 .. d0 + L - 1 of x; transposed in registers
+        for (int i = 0; i < L; ++i) blk.packet[i] = ei::ploadu<P>(x + (j + i) * ld + d0);
+        ei::ptranspose(blk);
+        for (int i = 0; i < L; ++i) ei::pstore(tile + (d0 + i) * BK_, blk.packet[i]);
+      }
+    }
+  }
+  for (; j < Tn; ++j) {  // rows of x read once, in order
+    T* col = xt + std::size_t(j / BK_) * hs * BK_ + j % BK_;
+    for (int d = 0; d < hs; ++d) col[d * BK_] = x[j * ld + d];
+  }
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 /// Columns of hs a product over keys handles at once: 256 bytes (16 registers of accumulators for R = 4).
 template <class T, int HS> constexpr int kAttnChunk = HS < int(256 / sizeof(T)) ? HS : int(256 / sizeof(T));
 
-/// c (RT, Bk; rows of stride ldc) = a (RT, hs) . bt (hs, Bk)   (bt: one packed key tile)
-template <class T, int HS>
+/// c (RT, NP L; rows of stride ldc) = a (RT, hs) . bt (hs, Bk)[:, :NP L]   (bt: one packed key tile; NP = Bk / L
+/// packets for a whole tile, half of them for the first half of the tile)
+template <class T, int HS, int NP = BK_ / kAttnLanes<T>>
 void attn_rows_dot_tile(T* c, int ldc, const T* a, const T* bt, int hs_) {
   using P = AttnPacket<T>;
-  constexpr int L = kAttnLanes<T>, NP = BK_ / L;
-  static_assert(BK_ % L == 0, "the key tile is a whole number of packets");
+  constexpr int L = kAttnLanes<T>;
+  static_assert(BK_ % L == 0 && NP * L <= BK_, "the key tile is a whole number of packets");
   const int hs = HS ? HS : hs_;
   P acc[RT_][NP];
   for (int r = 0; r < RT_; ++r)
@@ -122,26 +150,27 @@ void attn_tile_times_rows(T* c, const T* p, int ldp, const T* x, Eigen::Index ld
 
 /// c (nj rows of stride ldc) += p^T (nj, nr) . a (nr, hs), with p (nr, nj; rows of stride ldp), kAttnKeyGroup
 /// keys at a time (nj <= Bk): the accumulators stay in registers over the group's rows, c is read and
-/// written once per group
+/// written once per group. Causality: row r sees key j only from r >= j + kr (kr: key 0's position minus
+/// row 0's), so the rows before that, whose p is zero, are skipped for each group of keys.
 constexpr int kAttnKeyGroup = 4;
 template <class T, int HS>
-void attn_tile_t_times_rows(T* c, Eigen::Index ldc, const T* p, int ldp, const T* a, int nr, int nj, int hs_) {
+void attn_tile_t_times_rows(T* c, Eigen::Index ldc, const T* p, int ldp, const T* a, int nr, int nj, int kr, int hs_) {
   if constexpr (HS == 0) {
     const int hs = hs_;
     for (int j = 0; j < nj; ++j)
-      for (int r = 0; r < nr; ++r)
+      for (int r = std::max(0, j + kr); r < nr; ++r)
         for (int d = 0; d < hs; ++d) c[j * ldc + d] += p[r * ldp + j] * a[r * hs + d];
   } else {
     using P = AttnPacket<T>;
     constexpr int L = kAttnLanes<T>, C = kAttnChunk<T, HS>, NP = C / L, G = kAttnKeyGroup;
     static_assert(BK_ % G == 0, "the key tile is a whole number of key groups");
     for (int j0 = 0; j0 < nj; j0 += G) {
-      const int ng = std::min(G, nj - j0);
+      const int ng = std::min(G, nj - j0), rb = std::max(0, j0 + kr);
       for (int d0 = 0; d0 < HS; d0 += C) {
         P acc[G][NP];
         for (int g = 0; g < G; ++g)
           for (int k = 0; k < NP; ++k) acc[g][k] = ei::pset1<P>(T(0));
-        for (int r = 0; r < nr; ++r) {
+        for (int r = rb; r < nr; ++r) {
           P ar[NP];
           for (int k = 0; k < NP; ++k) ar[k] = ei::ploadu<P>(a + r * HS + d0 + k * L);
           for (int g = 0; g < G; ++g) {
@@ -176,25 +205,34 @@ struct AttnRows {
     }
   }
   int tiles() const { return (j1 - j0 + BK_ - 1) / BK_; }
+  /// Keys from j0 the scores cover: whole tiles, but the last only as far as the half that holds key j1 - 1
+  /// (the diagonal's tile is half past the rows' last key whenever that key is in its first half).
+  int width() const { return (j1 - j0 + BK_ / 2 - 1) / (BK_ / 2) * (BK_ / 2); }
   int row_tiles() const { return (nr + RT_ - 1) / RT_; }  // register tiles of RT rows holding the nr rows
 };
 
-/// s (R, tiles * Bk; rows of stride lds) = a (R, hs) . the key tiles from rows.j0 (xt: packed, attn_pack_tiles),
-/// for the register tiles that hold rows
+/// s (R, width; rows of stride lds) = a (R, hs) . the key tiles from rows.j0 (xt: packed, attn_pack_tiles),
+/// for the register tiles that hold rows; a last half tile computes half the packets
 template <class T, int HS, int R>
 void attn_rows_dot_tiles(T* s, int lds, const T* a, const T* xt, const AttnRows<T, R>& rows, int hs) {
-  for (int rt = 0; rt < rows.row_tiles(); ++rt)
-    for (int t = 0; t < rows.tiles(); ++t)
-      attn_rows_dot_tile<T, HS>(s + rt * RT_ * lds + t * BK_, lds, a + rt * RT_ * hs, xt + std::size_t(rows.j0 + t * BK_) * hs, hs);
+  constexpr int NP = BK_ / kAttnLanes<T>;
+  static_assert(NP % 2 == 0, "half a key tile is a whole number of packets");
+  const int full = rows.width() / BK_, half = rows.width() % BK_ != 0;
+  for (int rt = 0; rt < rows.row_tiles(); ++rt) {
+    T* srt = s + rt * RT_ * lds;
+    const T* art = a + rt * RT_ * hs;
+    for (int t = 0; t < full; ++t) attn_rows_dot_tile<T, HS>(srt + t * BK_, lds, art, xt + std::size_t(rows.j0 + t * BK_) * hs, hs);
+    if (half) attn_rows_dot_tile<T, HS, NP / 2>(srt + full * BK_, lds, art, xt + std::size_t(rows.j0 + full * BK_) * hs, hs);
+  }
 }
 
-/// p = exp(s - shift) over row r's window, 0 elsewhere in the group's tiles (p, s: one row, 64-byte aligned;
-/// the exp runs over whole tiles, whole packets, and what lies outside the window is then zeroed); returns
-/// the sum of the row's p
+/// p = exp(s - shift) over row r's window, 0 elsewhere in the group's width (p, s: one row, 64-byte aligned;
+/// the exp runs over the whole width, whole packets, and what lies outside the window is then zeroed);
+/// returns the sum of the row's p
 template <class T, int R>
 T attn_exp_window(T* p, const T* s, const AttnRows<T, R>& rows, int r, T shift) {
   using Row = Eigen::Array<T, 1, Eigen::Dynamic>;
-  const int lo = rows.lo[r], hi = rows.hi[r], n = rows.tiles() * BK_;
+  const int lo = rows.lo[r], hi = rows.hi[r], n = rows.width();
   Eigen::Map<Row, Eigen::Aligned64>(p, n) = (Eigen::Map<const Row, Eigen::Aligned64>(s, n) - shift).exp();
   std::fill(p, p + lo, T(0));
   std::fill(p + hi, p + n, T(0));
@@ -222,7 +260,7 @@ void attention_forward_hs(RowMapS<T> out, T* lse, CRowMapS<T> q, CRowMapS<T> k, 
     const int* fb = first + std::size_t(b) * Tn;
     const std::size_t r0 = std::size_t(b) * Tn;
     for (int kh = 0; kh < s.NKV; ++kh) {
-      attn_pack_tiles(kt.data(), k.data() + r0 * k.outerStride() + kh * hs, k.outerStride(), Tn, hs);
+      attn_pack_tiles<T, HS>(kt.data(), k.data() + r0 * k.outerStride() + kh * hs, k.outerStride(), Tn, hs);
       for (int h = kh * group; h < (kh + 1) * group; ++h)
         for (int i0 = 0; i0 < Tn; i0 += R) {
           const AttnRows<T, R> rows(qs.data(), q.data() + r0 * q.outerStride() + h * hs, q.outerStride(), fb, i0, Tn, hs, scale);
@@ -268,8 +306,8 @@ void attention_backward_hs(RowMapS<T> dq, RowMapS<T> dk, RowMapS<T> dv, T* Dt, C
         Dt[(std::size_t(b) * NH + h) * Tn + i] = cvec(dout.data() + (r0 + i) * dout.outerStride() + h * hs, hs)
                                                      .dot(cvec(out.data() + (r0 + i) * out.outerStride() + h * hs, hs));
     for (int kh = 0; kh < s.NKV; ++kh) {
-      attn_pack_tiles(kt.data(), k.data() + r0 * k.outerStride() + kh * hs, k.outerStride(), Tn, hs);
-      attn_pack_tiles(vt.data(), v.data() + r0 * v.outerStride() + kh * hs, v.outerStride(), Tn, hs);
+      attn_pack_tiles<T, HS>(kt.data(), k.data() + r0 * k.outerStride() + kh * hs, k.outerStride(), Tn, hs);
+      attn_pack_tiles<T, HS>(vt.data(), v.data() + r0 * v.outerStride() + kh * hs, v.outerStride(), Tn, hs);
       const T* kh_rows = k.data() + r0 * k.outerStride() + kh * hs;  // (T, hs), stride k.outerStride()
       T* dkh = dk.data() + r0 * dk.outerStride() + kh * hs;          // (T, hs), stride dk.outerStride()
       T* dvh = dv.data() + r0 * dv.outerStride() + kh * hs;          // (T, hs), stride dv.outerStride()
@@ -285,7 +323,7 @@ void attention_backward_hs(RowMapS<T> dq, RowMapS<T> dk, RowMapS<T> dv, T* Dt, C
           }
           attn_rows_dot_tiles<T, HS>(p.data(), lds, qs.data(), kt.data(), rows, hs);
           attn_rows_dot_tiles<T, HS>(ds.data(), lds, dor.data(), vt.data(), rows, hs);  // dP
-          const int n = rows.tiles() * BK_;
+          const int n = rows.width();
           for (int r = 0; r < R; ++r) {
             T* pr = p.data() + r * lds;
             attn_exp_window(pr, pr, rows, r, r < rows.nr ? lh[i0 + r] : T(0));
@@ -294,13 +332,16 @@ void attention_backward_hs(RowMapS<T> dq, RowMapS<T> dk, RowMapS<T> dv, T* Dt, C
           }
           std::fill(dqa.begin(), dqa.end(), T(0));
           const int nk = rows.j1 - rows.j0;
-          for (int t = 0; t * BK_ < nk; ++t) {
+          for (int t = 0; t * BK_ < nk; ++t) {  // causal: a register tile of rows reads keys up to its last row only
             const int j = rows.j0 + t * BK_, nj = std::min(BK_, nk - t * BK_);
-            for (int rt = 0; rt < rows.row_tiles(); ++rt)
-              attn_tile_times_rows<T, HS>(dqa.data() + rt * RT_ * hs, ds.data() + rt * RT_ * lds + t * BK_, lds, kh_rows + j * k.outerStride(),
-                                          k.outerStride(), nj, hs);
-            attn_tile_t_times_rows<T, HS>(dkh + j * dk.outerStride(), dk.outerStride(), ds.data() + t * BK_, lds, qs.data(), rows.nr, nj, hs);
-            attn_tile_t_times_rows<T, HS>(dvh + j * dv.outerStride(), dv.outerStride(), p.data() + t * BK_, lds, dor.data(), rows.nr, nj, hs);
+            for (int rt = 0; rt < rows.row_tiles(); ++rt) {
+              const int njr = std::min(nj, i0 + (rt + 1) * RT_ - j);
+              if (njr > 0)
+                attn_tile_times_rows<T, HS>(dqa.data() + rt * RT_ * hs, ds.data() + rt * RT_ * lds + t * BK_, lds, kh_rows + j * k.outerStride(),
+                                            k.outerStride(), njr, hs);
+            }
+            attn_tile_t_times_rows<T, HS>(dkh + j * dk.outerStride(), dk.outerStride(), ds.data() + t * BK_, lds, qs.data(), rows.nr, nj, j - i0, hs);
+            attn_tile_t_times_rows<T, HS>(dvh + j * dv.outerStride(), dv.outerStride(), p.data() + t * BK_, lds, dor.data(), rows.nr, nj, j - i0, hs);
           }
           for (int r = 0; r < rows.nr; ++r)
             vec(dq.data() + (r0 + i0 + r) * dq.outerStride() + h * hs, hs) += scale * cvec(dqa.data() + r * hs, hs);
