@@ -66,11 +66,13 @@ template <class T> struct DecodeStep {
 template <class Be, class T> void linear(Be& be, T* out, const T* x, const T* W, int N, int OC, int C, int ldw, bool acc) {
   be.gemm(out, OC, x, C, false, W, ldw, true, N, OC, C, acc);
 }
-/// \brief dx (N, C) += dy W (skipped when dx is null); dW (OC, C, row stride ldw) += dy^T x (skipped when null).
+/// \brief dx (N, C) += dy W (skipped when dx is null; dx = dy W when acc_dx is false: a layer's own scratch
+/// written whole, with no zeroing first); dW (OC, C, row stride ldw) += dy^T x (skipped when null).
 /// In bf16 (ops/gemm_bf16.hpp) dy is rounded once for both products (an input scope, ops/bf16_weights.hpp).
-template <class Be, class T> void linear_backward(Be& be, T* dx, T* dW, const T* dy, const T* x, const T* W, int N, int OC, int C, int ldw) {
+template <class Be, class T>
+void linear_backward(Be& be, T* dx, T* dW, const T* dy, const T* x, const T* W, int N, int OC, int C, int ldw, bool acc_dx = true) {
   Bf16InputScope<T> once(dx && dW ? dy : nullptr, std::size_t(N) * OC);
-  if (dx) be.gemm(dx, C, dy, OC, false, W, ldw, false, N, C, OC, true);
+  if (dx) be.gemm(dx, C, dy, OC, false, W, ldw, false, N, C, OC, acc_dx);
   if (dW) be.gemm(dW, ldw, dy, OC, true, x, C, false, OC, C, N, true);
 }
 

@@ -65,9 +65,9 @@ template <class T> struct SwiGLU {
   template <class Be> void backward(Be& be, const Weights<T>& w, const Cache& c, const T* dy, T* dx, const T* x, const PassShape& s) const {
     const int N = s.N();
     const std::size_t NF = std::size_t(N) * F;
-    be.zero(c.dh, NF), be.zero(c.dg, NF), be.zero(c.du, NF);
+    be.zero(c.dg, NF), be.zero(c.du, NF);
     be.swiglu_forward(c.h, c.g, c.u, NF);  // recompute h (not kept per layer)
-    linear_backward(be, c.dh, w.grad + wd, dy, c.h, w.value + wd, N, D, F, F);
+    linear_backward(be, c.dh, w.grad + wd, dy, c.h, w.value + wd, N, D, F, F, /*acc_dx=*/false);  // dh = dy Wd, written whole
     be.swiglu_backward(c.dg, c.du, c.dh, c.g, c.u, NF);
     Bf16InputScope<T> once(x, std::size_t(N) * D);  // bf16: x rounded once for both weight gradients
     linear_backward(be, dx, w.grad + wg, c.dg, x, w.value + wg, N, F, D, D);
