@@ -47,6 +47,20 @@ inline std::atomic<int>& matmul_precision_flag() {
   static std::atomic<int> p{int(Precision::fp32)};
   return p;
 }
+
+/// Sets a process-wide switch (an atomic) for a scope and restores its previous value after: the base of
+/// ScopedMatmulPrecision here, ScopedFp32Eigen (ops/gemm_dnnl.hpp) and ScopedBf16Fallback (ops/gemm_bf16.hpp).
+template <class V> class ScopedSwitch {
+ public:
+  ScopedSwitch(std::atomic<V>& s, V v) : s_(s), prev_(s.exchange(v)) {}
+  ~ScopedSwitch() { s_.store(prev_); }
+  ScopedSwitch(const ScopedSwitch&) = delete;
+  ScopedSwitch& operator=(const ScopedSwitch&) = delete;
+
+ private:
+  std::atomic<V>& s_;
+  V prev_;
+};
 }  // namespace detail
 
 /// The precision the CPU backend's products use now (process-wide).
@@ -57,15 +71,15 @@ inline void set_matmul_precision(Precision p) {
   detail::matmul_precision_flag().store(int(p), std::memory_order_relaxed);
 }
 /// Sets the precision for a scope and restores the previous one after.
-class ScopedMatmulPrecision {
+class ScopedMatmulPrecision : detail::ScopedSwitch<int> {
  public:
-  explicit ScopedMatmulPrecision(Precision p) : prev_(matmul_precision()) { set_matmul_precision(p); }
-  ~ScopedMatmulPrecision() { detail::matmul_precision_flag().store(int(prev_), std::memory_order_relaxed); }
-  ScopedMatmulPrecision(const ScopedMatmulPrecision&) = delete;
-  ScopedMatmulPrecision& operator=(const ScopedMatmulPrecision&) = delete;
+  explicit ScopedMatmulPrecision(Precision p) : ScopedSwitch(detail::matmul_precision_flag(), int(checked(p))) {}
 
  private:
-  Precision prev_;
+  static Precision checked(Precision p) {  // bf16 in a build without oneDNN throws, as set_matmul_precision does
+    if (p == Precision::bf16 && !bf16_available()) throw Error("precision bf16: " + bf16_unavailable_reason());
+    return p;
+  }
 };
 
 /// float -> bfloat16 bits, rounded to nearest even (NaN stays a quiet NaN).

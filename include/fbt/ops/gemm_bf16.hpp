@@ -74,15 +74,9 @@ inline void gemm_bf16_fallback(RowMapS<float> C, CRowMapS<float> A, bool transA,
 }
 
 /// Runs gemm_bf16_fallback for a scope even where oneDNN has a bf16 kernel (tests of the fallback).
-class ScopedBf16Fallback {
+class ScopedBf16Fallback : detail::ScopedSwitch<bool> {
  public:
-  ScopedBf16Fallback() : prev_(detail::bf16_force_fallback().exchange(true)) {}
-  ~ScopedBf16Fallback() { detail::bf16_force_fallback().store(prev_); }
-  ScopedBf16Fallback(const ScopedBf16Fallback&) = delete;
-  ScopedBf16Fallback& operator=(const ScopedBf16Fallback&) = delete;
-
- private:
-  bool prev_;
+  ScopedBf16Fallback() : ScopedSwitch(detail::bf16_force_fallback(), true) {}
 };
 
 #if defined(FBT_HAVE_DNNL)

@@ -25,6 +25,7 @@
 #include <atomic>
 #include <string>
 
+#include "../core/precision.hpp"
 #include "gemm.hpp"
 
 #if defined(FBT_HAVE_DNNL)
@@ -47,15 +48,9 @@ inline std::atomic<bool>& fp32_force_eigen() {
 }  // namespace detail
 
 /// Runs Eigen's float product for a scope even where oneDNN's would run (tests; the before/after benchmark).
-class ScopedFp32Eigen {
+class ScopedFp32Eigen : detail::ScopedSwitch<bool> {
  public:
-  ScopedFp32Eigen() : prev_(detail::fp32_force_eigen().exchange(true)) {}
-  ~ScopedFp32Eigen() { detail::fp32_force_eigen().store(prev_); }
-  ScopedFp32Eigen(const ScopedFp32Eigen&) = delete;
-  ScopedFp32Eigen& operator=(const ScopedFp32Eigen&) = delete;
-
- private:
-  bool prev_;
+  ScopedFp32Eigen() : ScopedSwitch(detail::fp32_force_eigen(), true) {}
 };
 
 #if defined(FBT_HAVE_DNNL)
@@ -79,6 +74,7 @@ struct DnnlPrim {
   dnnl::memory a, b, c;        // A, B (in `weights`), C; their data handles are set per call
   std::unordered_map<int, dnnl::memory> args;
   std::string impl;            // the kernel oneDNN chose (e.g. "brg:avx512_core")
+  bool runs = true;            // false: a float product whose kernel is not the brgemm one (Eigen's runs instead)
 };
 
 /// This thread's stream, bf16 operand buffers (ops/gemm_bf16.hpp) and primitives.
@@ -180,10 +176,11 @@ inline bool gemm_f32_dnnl(RowMapS<float> C, CRowMapS<float> A, bool transA, CRow
              .emplace(key, detail::dnnl_make_prim(detail::dnnl_plain(M, K, lda, transA, dt::f32), detail::dnnl_plain(K, N, ldb, transB, dt::f32),
                                                   detail::dnnl_plain(M, N, ldc, false, dt::f32), accumulate))
              .first;
+    // a shape for which oneDNN chose another kernel than its brgemm one runs Eigen's (its primitive is
+    // kept only to remember that)
+    it->second.runs = detail::dnnl_f32_kernel_ok(it->second.impl);
   }
-  // a shape for which oneDNN chose another kernel than its brgemm one runs Eigen's (its primitive is kept
-  // only to remember that)
-  if (!detail::dnnl_f32_kernel_ok(it->second.impl)) return false;
+  if (!it->second.runs) return false;
   detail::dnnl_run(th, it->second, A.data(), B.data(), C.data());
   return true;
 }
