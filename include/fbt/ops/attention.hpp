@@ -204,9 +204,8 @@ struct AttnRows {
       else qr.setZero();
     }
   }
-  int tiles() const { return (j1 - j0 + BK_ - 1) / BK_; }
-  /// Keys from j0 the scores cover: whole tiles, but the last only as far as the half that holds key j1 - 1
-  /// (the diagonal's tile is half past the rows' last key whenever that key is in its first half).
+  /// Keys from j0 the scores cover: whole key tiles, but the last only as far as the half that holds key
+  /// j1 - 1 (the diagonal's tile is half past the rows' last key whenever that key is in its first half).
   int width() const { return (j1 - j0 + BK_ / 2 - 1) / (BK_ / 2) * (BK_ / 2); }
   int row_tiles() const { return (nr + RT_ - 1) / RT_; }  // register tiles of RT rows holding the nr rows
 };
