@@ -8,7 +8,8 @@
 // lower triangle), memory-bound kernels report GB/s (compulsory bytes read + written per call, each
 // tensor counted once). BM_Gemm/sgemm_1024_* is the ceiling every GEMM-shaped number is read against.
 // BM_Gemm runs the CPU backend's float product, as a step does (oneDNN's kernel on an AVX-512 CPU in a
-// build with oneDNN, ops/gemm_dnnl.hpp; the label names it); BM_GemmEigen/... the same products by Eigen's.
+// build with oneDNN, ops/gemm_dnnl.hpp; the label names it); BM_GemmEigen/... the same products by Eigen's,
+// BM_GemmOneDnn/... by oneDNN's whatever its kernel (a build with oneDNN: its jit GEMM on an AVX2 CPU).
 //
 //   BM_Gemm/<cfg>/q_fwd        out (N, NH*hs) = x (N, D) Wq^T             linear_forward
 //   BM_Gemm/<cfg>/kv_fwd       out (N, NKV*hs) = x Wk^T (Wv the same)      linear_forward
@@ -45,6 +46,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fbt/core/arena.hpp"
@@ -106,12 +108,21 @@ void reg(const std::string& name, std::function<void(benchmark::State&)> fn) {
 
 // ---- GEMMs ------------------------------------------------------------------------------------
 
-/// out (M, OC) (+)= inp (M, C) W^T, W (OC, C).
-/// The forward product of a linear layer, out (M, OC) (+)= inp (M, C) W^T, as a step runs it: the CPU
-/// backend's float product (oneDNN's kernel where it beats Eigen's, ops/gemm_dnnl.hpp), or Eigen's (eigen).
-void gemm_fwd(benchmark::State& st, int M, int OC, int C, bool acc, bool eigen) {
-  std::optional<ScopedFp32Eigen> force;
-  if (eigen) force.emplace();
+/// The float product a GEMM benchmark runs: the CPU backend's choice (automatic: BM_Gemm), Eigen's
+/// (BM_GemmEigen) or oneDNN's whatever its kernel (BM_GemmOneDnn, in a build with oneDNN).
+struct Fp32Kernel {
+  std::optional<ScopedFp32Eigen> eigen;
+  std::optional<ScopedFp32OneDnn> onednn;
+  explicit Fp32Kernel(Fp32Gemm k) {
+    if (k == Fp32Gemm::eigen) eigen.emplace();
+    if (k == Fp32Gemm::onednn) onednn.emplace();
+  }
+};
+
+/// The forward product of a linear layer, out (M, OC) (+)= inp (M, C) W^T, W (OC, C), as a step runs it
+/// (the CPU backend's float product: oneDNN's kernel where it beats Eigen's, ops/gemm_dnnl.hpp), or by kernel k.
+void gemm_fwd(benchmark::State& st, int M, int OC, int C, bool acc, Fp32Gemm k) {
+  Fp32Kernel force(k);
   auto x = rand_buf(std::size_t(M) * C, 1), w = rand_buf(std::size_t(OC) * C, 2, 0.1), y = rand_buf(std::size_t(M) * OC, 3);
   CpuBackend<float> be;
   auto run = [&] { be.gemm(y.data(), OC, x.data(), C, false, w.data(), C, true, M, OC, C, acc); };
@@ -126,9 +137,8 @@ void gemm_fwd(benchmark::State& st, int M, int OC, int C, bool acc, bool eigen) 
 }
 
 /// The two backward products of out = inp W^T: dX (M, C) += dY (M, OC) W, or dW (OC, C) += dY^T X.
-void gemm_bwd(benchmark::State& st, int M, int OC, int C, bool dw, bool eigen) {
-  std::optional<ScopedFp32Eigen> force;
-  if (eigen) force.emplace();
+void gemm_bwd(benchmark::State& st, int M, int OC, int C, bool dw, Fp32Gemm k) {
+  Fp32Kernel force(k);
   auto dy = rand_buf(std::size_t(M) * OC, 4), x = rand_buf(std::size_t(M) * C, 5), w = rand_buf(std::size_t(OC) * C, 6, 0.1);
   AlignedVector<float> dx(std::size_t(M) * C, 0.f), dW(std::size_t(OC) * C, 0.f);
   CpuBackend<float> be;
@@ -147,10 +157,9 @@ void gemm_bwd(benchmark::State& st, int M, int OC, int C, bool dw, bool eigen) {
   st.SetLabel(dw ? gemm_f32_impl(OC, C, M) : gemm_f32_impl(M, C, OC));
 }
 
-/// Square n^3 product through the CPU backend (or Eigen's): C = A B (nn) or C = A B^T (nt, a linear layer's layout).
-void sgemm_square(benchmark::State& st, int n, bool transB, bool eigen) {
-  std::optional<ScopedFp32Eigen> force;
-  if (eigen) force.emplace();
+/// Square n^3 product through the CPU backend (or kernel k): C = A B (nn) or C = A B^T (nt, a linear layer's layout).
+void sgemm_square(benchmark::State& st, int n, bool transB, Fp32Gemm k) {
+  Fp32Kernel force(k);
   auto A = rand_buf(std::size_t(n) * n, 7), Bm = rand_buf(std::size_t(n) * n, 8);
   AlignedVector<float> C(std::size_t(n) * n);
   CpuBackend<float> be;
@@ -207,24 +216,31 @@ void core_clock(benchmark::State& st) {
 }
 #endif
 
-/// The fp32 FMA peak of one core: 8 independent accumulators of 16 floats (one 512-bit register each, or
-/// two 256-bit ones: the compiler's -march decides), multiply-add per lane, 2 FLOP each; GFLOP/s / GHz is
-/// the core's FLOP per cycle.
+/// The fp32 FMA peak of one core: independent accumulators on the build's widest vectors, a multiply-add
+/// per lane, 2 FLOP each; GFLOP/s / GHz is the core's FLOP per cycle. Enough chains to cover the FMA
+/// latency on every unit (4 cycles x 2 units), and few enough to stay in registers with the two operands:
+/// 8 of 16 floats (512-bit registers, 32 of them) with AVX-512, 12 of 8 floats (256-bit, 16 of them)
+/// without (more would spill to the stack and measure the loads: 16 such chains read 58 GFLOP/s on a
+/// Zen 3 core whose products run at 90).
+#if defined(__AVX512F__)
+constexpr int kPeakLanes = 16, kPeakChains = 8;
+#else
+constexpr int kPeakLanes = 8, kPeakChains = 12;
+#endif
 void fp32_fma_peak(benchmark::State& st) {
-  typedef float v16 __attribute__((vector_size(64)));
+  typedef float vec __attribute__((vector_size(4 * kPeakLanes)));
   constexpr long kIters = 1 << 16;
-  v16 a = v16{} + 0.999999f, b = v16{} + 1e-7f;
+  vec a = vec{} + 0.999999f, b = vec{} + 1e-7f;
   benchmark::DoNotOptimize(a), benchmark::DoNotOptimize(b);  // unknown to the compiler: a multiply-add per lane
   for (auto _ : st) {
-    v16 c0 = v16{}, c1 = c0 + 1, c2 = c0 + 2, c3 = c0 + 3, c4 = c0 + 4, c5 = c0 + 5, c6 = c0 + 6, c7 = c0 + 7;
-    for (long i = 0; i < kIters; ++i) {
-      c0 = c0 * a + b, c1 = c1 * a + b, c2 = c2 * a + b, c3 = c3 * a + b;
-      c4 = c4 * a + b, c5 = c5 * a + b, c6 = c6 * a + b, c7 = c7 * a + b;
-    }
-    benchmark::DoNotOptimize(c0), benchmark::DoNotOptimize(c1), benchmark::DoNotOptimize(c2), benchmark::DoNotOptimize(c3);
-    benchmark::DoNotOptimize(c4), benchmark::DoNotOptimize(c5), benchmark::DoNotOptimize(c6), benchmark::DoNotOptimize(c7);
+    vec c[kPeakChains];
+    for (int j = 0; j < kPeakChains; ++j) c[j] = vec{} + float(j);
+    for (long i = 0; i < kIters; ++i)
+      for (int j = 0; j < kPeakChains; ++j) c[j] = c[j] * a + b;
+    for (auto& v : c) benchmark::DoNotOptimize(v);
   }
-  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * kIters * 8 * 16 * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * kIters * kPeakChains * kPeakLanes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 #if defined(__AVX512BF16__)
@@ -443,10 +459,14 @@ void optimizer_update(benchmark::State& st, const Cfg& c, const std::string& opt
 }
 
 void register_all() {
-  for (const bool eigen : {false, true})
+  // the float products: the backend's choice, Eigen's, and (with oneDNN) oneDNN's whatever its kernel
+  std::vector<std::pair<Fp32Gemm, std::string>> kernels = {{Fp32Gemm::automatic, "BM_Gemm"}, {Fp32Gemm::eigen, "BM_GemmEigen"}};
+#if defined(FBT_HAVE_DNNL)
+  kernels.push_back({Fp32Gemm::onednn, "BM_GemmOneDnn"});
+#endif
+  for (const auto& [k, name] : kernels)
     for (const bool tb : {false, true})
-      reg(std::string(eigen ? "BM_GemmEigen" : "BM_Gemm") + "/sgemm_1024_" + (tb ? "nt" : "nn"),
-          [tb, eigen](benchmark::State& st) { sgemm_square(st, 1024, tb, eigen); });
+      reg(name + "/sgemm_1024_" + (tb ? "nt" : "nn"), [tb, k = k](benchmark::State& st) { sgemm_square(st, 1024, tb, k); });
 #if defined(__x86_64__)
   reg("BM_Peak/clock", core_clock);
 #endif
@@ -460,8 +480,9 @@ void register_all() {
   for (const Cfg& c : kConfigs) {
     const std::string cf = c.name;
     const int N = c.N(), D = c.D, QD = c.QD(), KD = c.KD(), F = c.F, V = c.V;
-    for (const bool e : {false, true}) {  // the backend's float product; Eigen's (BM_GemmEigen)
-      const std::string g = std::string(e ? "BM_GemmEigen/" : "BM_Gemm/") + cf + "/";
+    for (const auto& kernel : kernels) {
+      const Fp32Gemm e = kernel.first;
+      const std::string g = kernel.second + "/" + cf + "/";
       reg(g + "q_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, QD, D, false, e); });
       reg(g + "kv_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, KD, D, false, e); });
       reg(g + "o_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, D, QD, true, e); });

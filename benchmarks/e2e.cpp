@@ -179,7 +179,7 @@ int main(int argc, char** argv) try {
   for (int i = 1; i < argc; ++i)
     if (!std::strcmp(argv[i], "--help")) {
       std::printf("bench_e2e --config tiny|small --threads N --measure M [--reps R] [--warmup W] [--batch B] [--seq T] [--precision fp32|bf16]\n"
-                  "          [--fp32-gemm auto|eigen]   (auto: oneDNN's float product where it beats Eigen's)\n"
+                  "          [--fp32-gemm auto|eigen|onednn]   (auto: oneDNN's float product where it beats Eigen's; onednn: oneDNN's whatever its kernel)\n"
                   "          [--sliding_window W [--window_pattern SSSL]]   (decode measures also print the KV cache bytes to stderr)\n"
                   "bench_e2e --save-init DIR [--config C] | --dump-check DIR\n"
                   "measures: train fbt_k1 kpass2 kpass3 kpass3_g1 mix forward decode_standard_128 decode_soft_128\n"
@@ -193,11 +193,18 @@ int main(int argc, char** argv) try {
   const int threads = std::stoi(arg(argc, argv, "--threads", "1"));
   const Precision prec = parse_precision(arg(argc, argv, "--precision", "fp32"));
   set_matmul_precision(prec);  // bf16: the model's products (and the sgemm measure) with bf16 operands, fp32 sums
-  // fp32 products: auto (oneDNN's kernel where it beats Eigen's, ops/gemm_dnnl.hpp) or eigen (before/after in one build)
+  // fp32 products: auto (oneDNN's kernel where it beats Eigen's, ops/gemm_dnnl.hpp), eigen or onednn (oneDNN's
+  // whatever its kernel: its jit GEMM on an AVX2 CPU); a before/after in one build
   const std::string fp32_gemm = arg(argc, argv, "--fp32-gemm", "auto");
-  if (fp32_gemm != "auto" && fp32_gemm != "eigen") throw Error("bench_e2e: --fp32-gemm: expected auto or eigen, got '" + fp32_gemm + "'");
+  if (fp32_gemm != "auto" && fp32_gemm != "eigen" && fp32_gemm != "onednn")
+    throw Error("bench_e2e: --fp32-gemm: expected auto, eigen or onednn, got '" + fp32_gemm + "'");
+#if !defined(FBT_HAVE_DNNL)
+  if (fp32_gemm == "onednn") throw Error("bench_e2e: --fp32-gemm onednn: this build has no oneDNN (libdnnl-dev)");
+#endif
   std::optional<ScopedFp32Eigen> force_eigen;
+  std::optional<ScopedFp32OneDnn> force_onednn;
   if (fp32_gemm == "eigen") force_eigen.emplace();
+  if (fp32_gemm == "onednn") force_onednn.emplace();
   int reps = std::stoi(arg(argc, argv, "--reps", "5")), warmup = std::stoi(arg(argc, argv, "--warmup", "2"));
   Bench b = make_config(cfg);
   b.B = std::stoi(arg(argc, argv, "--batch", std::to_string(b.B)));

@@ -6,7 +6,8 @@
 // strided operands and outputs (a column past N is never written), thin and one-row shapes; that on an
 // AVX-512 CPU with oneDNN it is oneDNN's product that ran (gemm_f32_impl, and a result that differs from
 // Eigen's in some last bits on a long sum); that only oneDNN's brgemm kernel runs (another kernel leaves
-// a shape to Eigen's); ScopedFp32Eigen gives Eigen's product bit for bit and is restored; two threads
+// a shape to Eigen's); ScopedFp32Eigen gives Eigen's product bit for bit and is restored; ScopedFp32OneDnn
+// runs oneDNN's whatever its kernel (its jit GEMM on an AVX2 CPU), within the same bound; two threads
 // running products at once; empty products. Without oneDNN (or on a CPU where its
 // float kernel is not the brgemm one) the same checks hold for Eigen's product.
 #include <gtest/gtest.h>
@@ -75,7 +76,8 @@ TEST(GemmDnnl, ItIsOneDnnsProductWhereItShouldBe) {
 #if defined(FBT_HAVE_DNNL)
 TEST(GemmDnnl, OnlyTheBrgemmKernelRuns) {
   // the rule applied to each product's primitive: oneDNN's AVX-512 brgemm kernel runs, any other leaves
-  // the product to Eigen's (oneDNN 2.6's jit GEMM and reference kernels were never measured against it)
+  // the product to Eigen's (oneDNN 2.6's jit GEMM is level with it on Zen 3, docs/PERFORMANCE.md; its
+  // reference kernels are slow)
   EXPECT_TRUE(detail::dnnl_f32_kernel_ok("brg:avx512_core"));
   EXPECT_FALSE(detail::dnnl_f32_kernel_ok("gemm:jit"));
   EXPECT_FALSE(detail::dnnl_f32_kernel_ok("brg:avx2"));
@@ -102,6 +104,35 @@ TEST(GemmDnnl, ScopedFp32EigenRunsEigensProductAndIsRestored) {
   EXPECT_EQ(C, E) << "Eigen's product, bit for bit";
   EXPECT_EQ(gemm_f32_impl(M, N, K), before);
 }
+
+#if defined(FBT_HAVE_DNNL)
+TEST(GemmDnnl, ScopedFp32OneDnnRunsOneDnnsKernelWhateverItIsAndIsRestored) {
+  const std::string before = gemm_f32_impl(64, 48, 80);
+  {
+    ScopedFp32OneDnn onednn;
+    const std::string impl = gemm_f32_impl(64, 48, 80);
+    EXPECT_EQ(impl.rfind("oneDNN ", 0), 0u) << impl;
+    EXPECT_NE(impl.find("(forced)"), std::string::npos) << impl;
+    std::uint64_t seed = 101;
+    for (int t = 0; t < 4; ++t)
+      for (int acc = 0; acc < 2; ++acc) check(64, 48, 80, t & 1, t & 2, acc, 3, seed += 3);
+    check(1, 40, 24, false, true, true, 0, seed += 3);
+    // and it is not Eigen's product that ran: a long sum in another order differs in some last bits
+    const long M = 64, N = 64, K = 2048;
+    const RowMat<float> A = randn_matrix(M, K, 5), B = randn_matrix(K, N, 6);
+    RowMat<float> C(M, N), E(M, N);
+    CpuBackend<float>().gemm(C.data(), N, A.data(), K, false, B.data(), N, false, M, N, K, false);
+    gemm(smat(E.data(), M, N), csmat(A.data(), M, K), false, csmat(B.data(), K, N), false, false);
+    EXPECT_GT((C - E).cwiseAbs().maxCoeff(), 0.f);
+    {
+      ScopedFp32Eigen eigen;  // the innermost scope wins, and gives the previous choice back
+      EXPECT_EQ(gemm_f32_impl(64, 48, 80), "Eigen (forced)");
+    }
+    EXPECT_EQ(gemm_f32_impl(64, 48, 80), impl);
+  }
+  EXPECT_EQ(gemm_f32_impl(64, 48, 80), before);
+}
+#endif
 
 TEST(GemmDnnl, TwoThreadsAtOnce) {
   // each thread has its own stream and primitives (ops/gemm_dnnl.hpp): the same products on two threads

@@ -41,7 +41,8 @@ struct AttnShape {
 
 /// Keys per tile, rows per register tile of the products, and query rows per group in forward and in
 /// backward (where the group's rows share one read and write of each key's dk, dv); measured on Zen 4 at
-/// hs 32 and T 128, 256 (docs/PERFORMANCE.md).
+/// hs 32 and T 128, 256 (docs/PERFORMANCE.md). The packets per register row follow the vector registers
+/// the CPU has (kAttnRowPackets below).
 constexpr int kAttnKeys = 32, kAttnTileRows = 4, kAttnRowsForward = 4, kAttnRowsBackward = 16;
 
 namespace detail {
@@ -55,6 +56,15 @@ static_assert(kAttnRowsForward % RT_ == 0 && kAttnRowsBackward % RT_ == 0, "a ro
 namespace ei = Eigen::internal;
 template <class T> using AttnPacket = typename ei::packet_traits<T>::type;
 template <class T> constexpr int kAttnLanes = ei::unpacket_traits<AttnPacket<T>>::size;
+/// Packets of one register-tile row a product holds at once: RT_ rows of them as accumulators, one row of
+/// operand packets and a broadcast must stay in the vector registers. AVX-512 (and NEON) have 32: 4 packets,
+/// 4 x 4 + 4 + 1 = 21 (the sizes measured on Zen 4); AVX2 has 16: 2 packets, 4 x 2 + 2 + 1 = 11 (4 would
+/// take 21 and spill: on Zen 3 that made attention twice as slow, docs/PERFORMANCE.md "AMD EPYC Zen 3").
+#if defined(__AVX512F__) || defined(__aarch64__)
+constexpr int kAttnRowPackets = 4;
+#else
+constexpr int kAttnRowPackets = 2;
+#endif
 
 /// Packs the (Tn, hs) head slice x (rows of stride ld) as key tiles transposed: xt (ceil(Tn / Bk), hs, Bk),
 /// tile t holding keys [t Bk, t Bk + Bk) (zero past Tn), so one tile's operand is aligned and contiguous.
@@ -92,8 +102,8 @@ void attn_pack_tiles(T* xt, const T* x, Eigen::Index ld, int Tn, int hs_) {
 #pragma GCC diagnostic pop
 #endif
 
-/// Columns of hs a product over keys handles at once: 256 bytes (16 registers of accumulators for R = 4).
-template <class T, int HS> constexpr int kAttnChunk = HS < int(256 / sizeof(T)) ? HS : int(256 / sizeof(T));
+/// Columns of hs a product over keys handles at once: kAttnRowPackets packets (AVX-512: 256 bytes).
+template <class T, int HS> constexpr int kAttnChunk = HS < kAttnRowPackets * kAttnLanes<T> ? HS : kAttnRowPackets * kAttnLanes<T>;
 
 /// c (RT, NP L; rows of stride ldc) = a (RT, hs) . bt (hs, Bk)[:, :NP L]   (bt: one packed key tile; NP = Bk / L
 /// packets for a whole tile, half of them for the first half of the tile)
@@ -211,17 +221,22 @@ struct AttnRows {
 };
 
 /// s (R, width; rows of stride lds) = a (R, hs) . the key tiles from rows.j0 (xt: packed, attn_pack_tiles),
-/// for the register tiles that hold rows; a last half tile computes half the packets
+/// for the register tiles that hold rows; a last half tile computes half the packets. A tile wider than
+/// kAttnRowPackets packets (AVX2: 4 of 8 floats) goes in pieces of that many.
 template <class T, int HS, int R>
 void attn_rows_dot_tiles(T* s, int lds, const T* a, const T* xt, const AttnRows<T, R>& rows, int hs) {
-  constexpr int NP = BK_ / kAttnLanes<T>;
-  static_assert(NP % 2 == 0, "half a key tile is a whole number of packets");
+  constexpr int L = kAttnLanes<T>, NP = BK_ / L, NF = std::min(NP, kAttnRowPackets), NH = std::min(NP / 2, kAttnRowPackets);
+  static_assert(NP % 2 == 0 && NP % NF == 0 && (NP / 2) % NH == 0, "half a key tile is a whole number of pieces of packets");
   const int full = rows.width() / BK_, half = rows.width() % BK_ != 0;
   for (int rt = 0; rt < rows.row_tiles(); ++rt) {
     T* srt = s + rt * RT_ * lds;
     const T* art = a + rt * RT_ * hs;
-    for (int t = 0; t < full; ++t) attn_rows_dot_tile<T, HS>(srt + t * BK_, lds, art, xt + std::size_t(rows.j0 + t * BK_) * hs, hs);
-    if (half) attn_rows_dot_tile<T, HS, NP / 2>(srt + full * BK_, lds, art, xt + std::size_t(rows.j0 + full * BK_) * hs, hs);
+    for (int t = 0; t < full; ++t)
+      for (int k0 = 0; k0 < NP; k0 += NF)
+        attn_rows_dot_tile<T, HS, NF>(srt + t * BK_ + k0 * L, lds, art, xt + std::size_t(rows.j0 + t * BK_) * hs + k0 * L, hs);
+    if (half)
+      for (int k0 = 0; k0 < NP / 2; k0 += NH)
+        attn_rows_dot_tile<T, HS, NH>(srt + full * BK_ + k0 * L, lds, art, xt + std::size_t(rows.j0 + full * BK_) * hs + k0 * L, hs);
   }
 }
 

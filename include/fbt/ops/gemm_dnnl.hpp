@@ -7,8 +7,9 @@
 //     product's shape is its AVX-512 "brgemm" one (brg:avx512_core: AVX-512 CPUs, Intel and AMD Zen 4/5). On Zen 4 it is 1.02-1.08x
 //     Eigen's blocked product at most of the steps' shapes (level at the rest), 1.5x at thin ones (a
 //     dimension of 16 or 32), and the steps 2-4.5% faster (docs/PERFORMANCE.md, "The float products
-//     through oneDNN"). Elsewhere (an AVX2 CPU, where oneDNN 2.6 offers its older jit GEMM, unmeasured
-//     against Eigen) and in double, Eigen's product runs, as it does in a build without oneDNN.
+//     through oneDNN"). Elsewhere (an AVX2 CPU, where oneDNN 2.6 offers its older jit GEMM: on Zen 3 it
+//     is level with Eigen's, 0.79-1.30x per shape and its step no faster, docs/PERFORMANCE.md "AMD EPYC
+//     Zen 3") and in double, Eigen's product runs, as it does in a build without oneDNN.
 //     gemm_f32_impl() names the product that runs.
 // Both orders of the sums are float sums of the same products: the two float products differ by float
 // rounding only, and the tests compare every step with tolerances, never bit for bit across the two.
@@ -19,7 +20,8 @@
 // own execute() makes a few small bookkeeping allocations per call (its execution context, ~6) and frees
 // them before it returns; tests/model/test_no_alloc.cpp checks that a step retains nothing.
 //
-// ScopedFp32Eigen runs Eigen's float product for a scope (tests, and the before/after benchmark).
+// ScopedFp32Eigen runs Eigen's float product for a scope (tests, and the before/after benchmark);
+// ScopedFp32OneDnn runs oneDNN's whatever its kernel (measuring it on a CPU where Eigen's is the default).
 #pragma once
 
 #include <atomic>
@@ -39,18 +41,30 @@
 #endif
 
 namespace fbt {
+/// Which kernel the float products run: oneDNN's where it is its brgemm one, else Eigen's (automatic);
+/// always Eigen's; oneDNN's whatever its kernel (in a build with oneDNN; Eigen's in one without).
+enum class Fp32Gemm { automatic, eigen, onednn };
+
 namespace detail {
-/// Set by ScopedFp32Eigen: the float products run Eigen's kernel even where oneDNN's is faster.
-inline std::atomic<bool>& fp32_force_eigen() {
-  static std::atomic<bool> f{false};
+/// Set by ScopedFp32Eigen / ScopedFp32OneDnn (an Fp32Gemm).
+inline std::atomic<int>& fp32_gemm_choice() {
+  static std::atomic<int> f{int(Fp32Gemm::automatic)};
   return f;
 }
+inline Fp32Gemm fp32_gemm_now() { return Fp32Gemm(fp32_gemm_choice().load(std::memory_order_relaxed)); }
 }  // namespace detail
 
 /// Runs Eigen's float product for a scope even where oneDNN's would run (tests; the before/after benchmark).
-class ScopedFp32Eigen : detail::ScopedSwitch<bool> {
+class ScopedFp32Eigen : detail::ScopedSwitch<int> {
  public:
-  ScopedFp32Eigen() : ScopedSwitch(detail::fp32_force_eigen(), true) {}
+  ScopedFp32Eigen() : ScopedSwitch(detail::fp32_gemm_choice(), int(Fp32Gemm::eigen)) {}
+};
+/// Runs oneDNN's float product for a scope whatever kernel it picks (its older jit GEMM on an AVX2 CPU, say),
+/// to measure it against Eigen's where Eigen's is the default (bench_e2e --fp32-gemm onednn). Without oneDNN
+/// in the build, Eigen's still runs.
+class ScopedFp32OneDnn : detail::ScopedSwitch<int> {
+ public:
+  ScopedFp32OneDnn() : ScopedSwitch(detail::fp32_gemm_choice(), int(Fp32Gemm::onednn)) {}
 };
 
 #if defined(FBT_HAVE_DNNL)
@@ -74,7 +88,7 @@ struct DnnlPrim {
   dnnl::memory a, b, c;        // A, B (in `weights`), C; their data handles are set per call
   std::unordered_map<int, dnnl::memory> args;
   std::string impl;            // the kernel oneDNN chose (e.g. "brg:avx512_core")
-  bool runs = true;            // false: a float product whose kernel is not the brgemm one (Eigen's runs instead)
+  bool runs = true;            // false: a float product whose kernel is not the brgemm one (Eigen's runs instead, unless forced)
 };
 
 /// This thread's stream, bf16 operand buffers (ops/gemm_bf16.hpp) and primitives.
@@ -161,7 +175,8 @@ inline bool dnnl_f32_preferred() {
 /// \brief C (M, N) = op(A) op(B) (+ C when accumulate) in float through oneDNN, where its kernel is the
 /// faster one (above); returns false, having done nothing, where Eigen's should run.
 inline bool gemm_f32_dnnl(RowMapS<float> C, CRowMapS<float> A, bool transA, CRowMapS<float> B, bool transB, bool accumulate) {
-  if (detail::fp32_force_eigen().load(std::memory_order_relaxed) || !detail::dnnl_f32_preferred()) return false;
+  const Fp32Gemm choice = detail::fp32_gemm_now();
+  if (choice == Fp32Gemm::eigen || (choice == Fp32Gemm::automatic && !detail::dnnl_f32_preferred())) return false;
   const long M = transA ? A.cols() : A.rows(), K = transA ? A.rows() : A.cols();
   const long N = transB ? B.rows() : B.cols(), KB = transB ? B.cols() : B.rows();
   FBT_ASSERT(K == KB && C.rows() == M && C.cols() == N, "gemm_f32_dnnl: shape mismatch");
@@ -180,14 +195,15 @@ inline bool gemm_f32_dnnl(RowMapS<float> C, CRowMapS<float> A, bool transA, CRow
     // kept only to remember that)
     it->second.runs = detail::dnnl_f32_kernel_ok(it->second.impl);
   }
-  if (!it->second.runs) return false;
+  if (!it->second.runs && choice != Fp32Gemm::onednn) return false;
   detail::dnnl_run(th, it->second, A.data(), B.data(), C.data());
   return true;
 }
 
 /// The float product the CPU backend runs for a product of this shape: oneDNN's kernel or Eigen's.
 inline std::string gemm_f32_impl(long M, long N, long K) {
-  if (detail::fp32_force_eigen().load(std::memory_order_relaxed)) return "Eigen (forced)";
+  if (detail::fp32_gemm_now() == Fp32Gemm::eigen) return "Eigen (forced)";
+  if (detail::fp32_gemm_now() == Fp32Gemm::onednn) return "oneDNN " + detail::dnnl_f32_impl(M, N, K) + " (forced)";
   if (!detail::dnnl_f32_preferred()) return "Eigen (oneDNN's float kernel on this CPU is not its AVX-512 brgemm)";
   const std::string impl = detail::dnnl_f32_impl(M, N, K);
   if (!detail::dnnl_f32_kernel_ok(impl)) return "Eigen (oneDNN's float kernel for this shape is " + impl + ")";
