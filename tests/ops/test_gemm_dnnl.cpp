@@ -76,7 +76,7 @@ TEST(GemmDnnl, ItIsOneDnnsProductWhereItShouldBe) {
 #if defined(FBT_HAVE_DNNL)
 TEST(GemmDnnl, OnlyTheBrgemmKernelRuns) {
   // the rule applied to each product's primitive: oneDNN's AVX-512 brgemm kernel runs, any other leaves
-  // the product to Eigen's (oneDNN 2.6's jit GEMM is level with it on Zen 3, docs/PERFORMANCE.md; its
+  // the product to Eigen's (oneDNN 2.6's jit GEMM is no faster than it on Zen 3, docs/PERFORMANCE.md; its
   // reference kernels are slow)
   EXPECT_TRUE(detail::dnnl_f32_kernel_ok("brg:avx512_core"));
   EXPECT_FALSE(detail::dnnl_f32_kernel_ok("gemm:jit"));

@@ -7,8 +7,8 @@
 //     product's shape is its AVX-512 "brgemm" one (brg:avx512_core: AVX-512 CPUs, Intel and AMD Zen 4/5). On Zen 4 it is 1.02-1.08x
 //     Eigen's blocked product at most of the steps' shapes (level at the rest), 1.5x at thin ones (a
 //     dimension of 16 or 32), and the steps 2-4.5% faster (docs/PERFORMANCE.md, "The float products
-//     through oneDNN"). Elsewhere (an AVX2 CPU, where oneDNN 2.6 offers its older jit GEMM: on Zen 3 it
-//     is level with Eigen's, 0.79-1.30x per shape and its step no faster, docs/PERFORMANCE.md "AMD EPYC
+//     through oneDNN"). Elsewhere (an AVX2 CPU, where oneDNN 2.6 offers its older jit GEMM: on Zen 3
+//     Eigen's took 0.67-1.38x its time per shape and its steps 0.94-1.10x, docs/PERFORMANCE.md "AMD EPYC
 //     Zen 3") and in double, Eigen's product runs, as it does in a build without oneDNN.
 //     gemm_f32_impl() names the product that runs.
 // Both orders of the sums are float sums of the same products: the two float products differ by float
