@@ -50,6 +50,17 @@ void check(long M, long N, long K, bool tA, bool tB, bool acc, long pad, std::ui
   }
 }
 
+/// The largest |backend's product - Eigen's| over a (64, 2048) x (2048, 64) product: above 0 when the
+/// backend ran another kernel than Eigen's (a long sum in another order differs in some last bits).
+float backend_minus_eigen_long_sum() {
+  const long M = 64, N = 64, K = 2048;
+  const RowMat<float> A = randn_matrix(M, K, 5), B = randn_matrix(K, N, 6);
+  RowMat<float> C(M, N), E(M, N);
+  CpuBackend<float>().gemm(C.data(), N, A.data(), K, false, B.data(), N, false, M, N, K, false);
+  gemm(smat(E.data(), M, N), csmat(A.data(), M, K), false, csmat(B.data(), K, N), false, false);
+  return (C - E).cwiseAbs().maxCoeff();
+}
+
 }  // namespace
 
 TEST(GemmDnnl, BackendFloatProductIsTheProduct) {
@@ -65,12 +76,7 @@ TEST(GemmDnnl, ItIsOneDnnsProductWhereItShouldBe) {
   if (!dnnl_runs()) GTEST_SKIP() << "the float products run Eigen here: " << gemm_f32_impl(64, 64, 64);
   EXPECT_NE(gemm_f32_impl(512, 256, 128).find("avx512"), std::string::npos) << gemm_f32_impl(512, 256, 128);
   // A long sum in another order differs from Eigen's in some last bits: the product that ran is not Eigen's.
-  const long M = 64, N = 64, K = 2048;
-  const RowMat<float> A = randn_matrix(M, K, 5), B = randn_matrix(K, N, 6);
-  RowMat<float> C(M, N), E(M, N);
-  CpuBackend<float>().gemm(C.data(), N, A.data(), K, false, B.data(), N, false, M, N, K, false);
-  gemm(smat(E.data(), M, N), csmat(A.data(), M, K), false, csmat(B.data(), K, N), false, false);
-  EXPECT_GT((C - E).cwiseAbs().maxCoeff(), 0.f);
+  EXPECT_GT(backend_minus_eigen_long_sum(), 0.f);
 }
 
 #if defined(FBT_HAVE_DNNL)
@@ -118,12 +124,7 @@ TEST(GemmDnnl, ScopedFp32OneDnnRunsOneDnnsKernelWhateverItIsAndIsRestored) {
       for (int acc = 0; acc < 2; ++acc) check(64, 48, 80, t & 1, t & 2, acc, 3, seed += 3);
     check(1, 40, 24, false, true, true, 0, seed += 3);
     // and it is not Eigen's product that ran: a long sum in another order differs in some last bits
-    const long M = 64, N = 64, K = 2048;
-    const RowMat<float> A = randn_matrix(M, K, 5), B = randn_matrix(K, N, 6);
-    RowMat<float> C(M, N), E(M, N);
-    CpuBackend<float>().gemm(C.data(), N, A.data(), K, false, B.data(), N, false, M, N, K, false);
-    gemm(smat(E.data(), M, N), csmat(A.data(), M, K), false, csmat(B.data(), K, N), false, false);
-    EXPECT_GT((C - E).cwiseAbs().maxCoeff(), 0.f);
+    EXPECT_GT(backend_minus_eigen_long_sum(), 0.f);
     {
       ScopedFp32Eigen eigen;  // the innermost scope wins, and gives the previous choice back
       EXPECT_EQ(gemm_f32_impl(64, 48, 80), "Eigen (forced)");
