@@ -23,6 +23,8 @@
 //   BM_Gemm/<cfg>/head_bwd_dw  dE (V, D) += dlogits^T hf                   linear_backward (dX skipped)
 //   BM_GemmBf16/<cfg>/<name>   the same products in bf16 (gemm_bf16), a weight operand read from its bf16
 //                              copy (ops/bf16_weights.hpp); BM_GemmBf16/gemm_1024_{nn,nt} the square one
+//   BM_GemmMkl/..., BM_GemmMklBf16/...  the same products by Intel MKL, a peer (sgemm; bf16 GEMM with a weight
+//                              packed once), in a build that found MKL (benchmarks/CMakeLists.txt, FBT_WITH_MKL)
 //   BM_Peak/clock                the core's clock (counter GHz: a chain of dependent adds, one per cycle)
 //   BM_Peak/fp32_fma, bf16_dot   the core's measured peak: independent FMAs on the build's widest vectors;
 //                                AVX512-BF16's vdpbf16ps (where the build has it)
@@ -42,6 +44,7 @@
 #include <immintrin.h>
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <optional>
@@ -63,6 +66,10 @@
 #include "fbt/ops/rope.hpp"
 #include "fbt/ops/softmax_xent.hpp"
 #include "fbt/train/muon.hpp"
+
+#if defined(FBT_BENCH_MKL)
+#include <mkl.h>  // Intel MKL (a peer: BM_GemmMkl, BM_GemmMklBf16), found by benchmarks/CMakeLists.txt
+#endif
 
 using namespace fbt;
 
@@ -197,6 +204,105 @@ void gemm_bf16_bench(benchmark::State& st, int M, int N, int K, bool tA, bool tB
   st.counters["M"] = M, st.counters["N"] = N, st.counters["K"] = K, st.counters["tA"] = tA, st.counters["tB"] = tB, st.counters["acc"] = acc;
   st.SetLabel(gemm_bf16_impl(M, N, K));
 }
+
+/// One product of a training step, C (M, N) (+)= op(A) (M, K) op(B) (K, N), B a weight or not.
+struct StepProduct {
+  const char* name;
+  int M, N, K;
+  bool tA, tB, acc, weight;
+};
+/// The products BM_Gemm/<cfg>/... times (the table at the top), as (M, N, K, tA, tB, accumulate, B is a weight).
+std::vector<StepProduct> step_products(const Cfg& c) {
+  const int N = c.N(), D = c.D, QD = c.QD(), KD = c.KD(), F = c.F, V = c.V;
+  return {{"q_fwd", N, QD, D, false, true, false, true},         {"kv_fwd", N, KD, D, false, true, false, true},
+          {"o_fwd", N, D, QD, false, true, true, true},          {"q_bwd_dx", N, D, QD, false, false, true, true},
+          {"q_bwd_dw", QD, D, N, true, false, true, false},      {"mlp_up_fwd", N, F, D, false, true, false, true},
+          {"mlp_down_fwd", N, D, F, false, true, true, true},    {"head_fwd", N, V, D, false, true, false, true},
+          {"head_bwd_dx", N, D, V, false, false, true, true},    {"head_bwd_dw", V, D, N, true, false, true, false}};
+}
+
+#if defined(FBT_BENCH_MKL)
+// ---- Intel MKL: a peer for the products, not a backend (benchmarks/CMakeLists.txt finds it) -------------
+
+/// Largest |x - ref| over the largest |ref|: how far a peer's product is from fbt's.
+double rel_max_diff(const AlignedVector<float>& x, const AlignedVector<float>& ref) {
+  double d = 0, m = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) d = std::max(d, double(std::abs(x[i] - ref[i]))), m = std::max(m, double(std::abs(ref[i])));
+  return m > 0 ? d / m : d;
+}
+
+/// "MKL 2026.2 build 20260915, <the processors MKL's code path is for>", for the label.
+std::string mkl_label() {
+  MKLVersion v;
+  mkl_get_version(&v);
+  return "MKL " + std::to_string(v.MajorVersion) + "." + std::to_string(v.UpdateVersion) + " build " + v.Build + ", " + v.Processor;
+}
+
+/// BM_GemmMkl/...: the product by MKL's cblas_sgemm (sequential), row-major like every fbt tensor. Before the
+/// timing its result is checked against the CPU backend's (largest difference <= 1e-4 of the largest entry:
+/// float sums in another order), so a wrong transpose or leading dimension here cannot pass for a rate.
+void mkl_gemm(benchmark::State& st, const StepProduct& p) {
+  const int lda = p.tA ? p.M : p.K, ldb = p.tB ? p.K : p.N;
+  auto A = rand_buf(std::size_t(p.M) * p.K, 21), B = rand_buf(std::size_t(p.K) * p.N, 22, 0.1), C = rand_buf(std::size_t(p.M) * p.N, 23);
+  auto run = [&](float* c) {
+    cblas_sgemm(CblasRowMajor, p.tA ? CblasTrans : CblasNoTrans, p.tB ? CblasTrans : CblasNoTrans, p.M, p.N, p.K, 1.0f, A.data(), lda, B.data(),
+                ldb, p.acc ? 1.0f : 0.0f, c, p.N);
+  };
+  AlignedVector<float> ref = C, out = C;
+  CpuBackend<float>().gemm(ref.data(), p.N, A.data(), lda, p.tA, B.data(), ldb, p.tB, p.M, p.N, p.K, p.acc);
+  run(out.data());
+  if (const double d = rel_max_diff(out, ref); !(d <= 1e-4))
+    return st.SkipWithError(("MKL's sgemm differs from fbt's product by " + std::to_string(d) + " of the largest entry").c_str());
+  for (auto _ : st) {
+    run(C.data());
+    benchmark::DoNotOptimize(C.data());
+    benchmark::ClobberMemory();
+  }
+  set_gflops(st, 2.0 * p.M * p.N * p.K);
+  st.SetLabel("sgemm, " + mkl_label());
+}
+
+/// BM_GemmMklBf16/...: the bf16 product by MKL's cblas_gemm_bf16bf16f32 (bf16 operands, float sums), doing the
+/// work BM_GemmBf16 does: A rounded to bf16 on every call (fbt's own rounding, detail::to_bf16); a weight B
+/// rounded and packed once, outside the timing, by cblas_gemm_bf16bf16f32_pack (MKL's counterpart of fbt's
+/// bf16 weight copies), any other B rounded on every call. Checked first against gemm_bf16_reference (the same
+/// rounded operands: largest difference <= 1e-4 of the largest entry).
+void mkl_gemm_bf16(benchmark::State& st, const StepProduct& p) {
+  const int lda = p.tA ? p.M : p.K, ldb = p.tB ? p.K : p.N;
+  const int arows = p.tA ? p.K : p.M, brows = p.tB ? p.N : p.K;  // A (arows, lda), B (brows, ldb) as stored
+  auto A = rand_buf(std::size_t(p.M) * p.K, 11), B = rand_buf(std::size_t(p.K) * p.N, 12, 0.1), C = rand_buf(std::size_t(p.M) * p.N, 13);
+  std::vector<MKL_BF16> a(A.size()), b(B.size()), packed;  // A, B in bf16; B packed by MKL (a weight)
+  if (p.weight) {
+    detail::to_bf16(b.data(), B.data(), brows, ldb, ldb);
+    packed.resize(cblas_gemm_bf16bf16f32_pack_get_size(CblasBMatrix, p.M, p.N, p.K) / sizeof(MKL_BF16) + 1);
+    cblas_gemm_bf16bf16f32_pack(CblasRowMajor, CblasBMatrix, p.tB ? CblasTrans : CblasNoTrans, p.M, p.N, p.K, b.data(), ldb, packed.data());
+  }
+  auto run = [&](float* c) {
+    detail::to_bf16(a.data(), A.data(), arows, lda, lda);
+    const float beta = p.acc ? 1.0f : 0.0f;
+    if (p.weight) {
+      cblas_gemm_bf16bf16f32_compute(CblasRowMajor, p.tA ? CblasTrans : CblasNoTrans, CblasPacked, p.M, p.N, p.K, 1.0f, a.data(), lda,
+                                     packed.data(), ldb, beta, c, p.N);
+    } else {
+      detail::to_bf16(b.data(), B.data(), brows, ldb, ldb);
+      cblas_gemm_bf16bf16f32(CblasRowMajor, p.tA ? CblasTrans : CblasNoTrans, p.tB ? CblasTrans : CblasNoTrans, p.M, p.N, p.K, 1.0f, a.data(), lda,
+                             b.data(), ldb, beta, c, p.N);
+    }
+  };
+  AlignedVector<float> ref = C, out = C;
+  gemm_bf16_reference(smat(ref.data(), p.M, p.N), csmat(A.data(), arows, lda), p.tA, csmat(B.data(), brows, ldb), p.tB, p.acc);
+  run(out.data());
+  if (const double d = rel_max_diff(out, ref); !(d <= 1e-4))
+    return st.SkipWithError(("MKL's bf16 GEMM differs from gemm_bf16_reference by " + std::to_string(d) + " of the largest entry").c_str());
+  for (auto _ : st) {
+    run(C.data());
+    benchmark::DoNotOptimize(C.data());
+    benchmark::ClobberMemory();
+  }
+  set_gflops(st, 2.0 * p.M * p.N * p.K);
+  st.SetLabel(std::string(p.weight ? "B packed once, " : "") + "gemm_bf16bf16f32, " + mkl_label());
+}
+#endif
 
 // ---- the core's clock and peak rates ------------------------------------------------------------
 
@@ -477,6 +583,14 @@ void register_all() {
   for (const bool tb : {false, true})  // bf16 operands, neither a weight: both converted on every call
     reg(std::string("BM_GemmBf16/gemm_1024_") + (tb ? "nt" : "nn"),
         [tb](benchmark::State& st) { gemm_bf16_bench(st, 1024, 1024, 1024, false, tb, false, false); });
+#if defined(FBT_BENCH_MKL)
+  for (const bool tb : {false, true}) {  // MKL's: float, and bf16 with both operands converted on every call
+    const std::string nt = tb ? "nt" : "nn";
+    const StepProduct sq{nullptr, 1024, 1024, 1024, false, tb, false, false};
+    reg("BM_GemmMkl/sgemm_1024_" + nt, [sq](benchmark::State& st) { mkl_gemm(st, sq); });
+    reg("BM_GemmMklBf16/gemm_1024_" + nt, [sq](benchmark::State& st) { mkl_gemm_bf16(st, sq); });
+  }
+#endif
   for (const Cfg& c : kConfigs) {
     const std::string cf = c.name;
     const int N = c.N(), D = c.D, QD = c.QD(), KD = c.KD(), F = c.F, V = c.V;
@@ -494,18 +608,14 @@ void register_all() {
       reg(g + "head_bwd_dx", [=](benchmark::State& st) { gemm_bwd(st, N, V, D, false, e); });
       reg(g + "head_bwd_dw", [=](benchmark::State& st) { gemm_bwd(st, N, V, D, true, e); });
     }
-    // the same products in bf16: (M, N, K, tA, tB, accumulate, B is a weight)
-    const std::string h = "BM_GemmBf16/" + cf + "/";
-    reg(h + "q_fwd", [=](benchmark::State& st) { gemm_bf16_bench(st, N, QD, D, false, true, false, true); });
-    reg(h + "kv_fwd", [=](benchmark::State& st) { gemm_bf16_bench(st, N, KD, D, false, true, false, true); });
-    reg(h + "o_fwd", [=](benchmark::State& st) { gemm_bf16_bench(st, N, D, QD, false, true, true, true); });
-    reg(h + "q_bwd_dx", [=](benchmark::State& st) { gemm_bf16_bench(st, N, D, QD, false, false, true, true); });
-    reg(h + "q_bwd_dw", [=](benchmark::State& st) { gemm_bf16_bench(st, QD, D, N, true, false, true, false); });
-    reg(h + "mlp_up_fwd", [=](benchmark::State& st) { gemm_bf16_bench(st, N, F, D, false, true, false, true); });
-    reg(h + "mlp_down_fwd", [=](benchmark::State& st) { gemm_bf16_bench(st, N, D, F, false, true, true, true); });
-    reg(h + "head_fwd", [=](benchmark::State& st) { gemm_bf16_bench(st, N, V, D, false, true, false, true); });
-    reg(h + "head_bwd_dx", [=](benchmark::State& st) { gemm_bf16_bench(st, N, D, V, false, false, true, true); });
-    reg(h + "head_bwd_dw", [=](benchmark::State& st) { gemm_bf16_bench(st, V, D, N, true, false, true, false); });
+    // the same products in bf16 (and by MKL, a peer, in a build that found it)
+    for (const StepProduct& p : step_products(c)) {
+      reg("BM_GemmBf16/" + cf + "/" + p.name, [p](benchmark::State& st) { gemm_bf16_bench(st, p.M, p.N, p.K, p.tA, p.tB, p.acc, p.weight); });
+#if defined(FBT_BENCH_MKL)
+      reg("BM_GemmMkl/" + cf + "/" + p.name, [p](benchmark::State& st) { mkl_gemm(st, p); });
+      reg("BM_GemmMklBf16/" + cf + "/" + p.name, [p](benchmark::State& st) { mkl_gemm_bf16(st, p); });
+#endif
+    }
     // forward and backward of each kernel side by side
     const std::string dir[2] = {"forward", "backward"}, fb[2] = {"fwd", "bwd"};
     for (const bool b : {false, true}) reg("BM_Attention/" + cf + "/" + dir[b], [c, b](benchmark::State& st) { attention(st, c, b); });
@@ -524,6 +634,9 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
+#if defined(FBT_BENCH_MKL)
+  mkl_set_threading_layer(MKL_THREADING_SEQUENTIAL);  // one thread, like every product here (before MKL's first call)
+#endif
   register_all();
   // a shorter default min time (a per-benchmark MinTime() would override the flag and rename every benchmark)
   std::vector<char*> args(argv, argv + argc);

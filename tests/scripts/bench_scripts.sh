@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The benchmark scripts without torch (they must work where torch is not installed): cpu_info.py,
-# performance_report.py on the committed results (files from before the precision field), compare_table.py
+# gemm_peers.py and performance_report.py on the committed results (files from before the precision field), compare_table.py
 # on made-up lines, and, given a bench_e2e, compare_builds.sh in its one-build mode and run_e2e.py with
 # --peer none in fp32 and bf16, whose results performance_report.py must render (with the bf16 table when
 # the build runs bf16). Speed is not checked: one repetition of the cheapest measure.
@@ -27,6 +27,15 @@ if [[ -f $r/run1/e2e.json ]]; then
   grep -q "^### Soft decoding overhead" "$tmp/old.md"
   test "$(grep -c '^CPU: ' "$tmp/old.md")" -ge 2
   if grep -q "bf16 beside fp32" "$tmp/old.md"; then echo "unexpected bf16 table" >&2; exit 1; fi
+fi
+
+# gemm_peers.py: the products by each library side by side (the committed Zen 3 run, a made-up peak)
+if [[ -f $r/zen3_mkl/gemm_peers.json ]]; then
+  echo '{"benchmarks": [{"name": "BM_Peak/fp32_fma", "GFLOP/s": 100.0}]}' > "$tmp/peak100.json"
+  "$py" "$b/gemm_peers.py" "$r/zen3_mkl/gemm_peers.json" --peak "$tmp/peak100.json" > "$tmp/peers.md"
+  grep -q "^| product | Eigen GFLOP/s | oneDNN GFLOP/s | MKL GFLOP/s | fbt bf16 GFLOP/s | MKL bf16 GFLOP/s | MKL / Eigen |" "$tmp/peers.md"
+  grep -qE "^\| small/q_fwd \| 86\.9 \(87%\) \| 90\.9 \(91%\) \| 86\.8 \(87%\) \| 79\.9 \| 86\.2 \| 1\.00 \| 0\.96 \| 0\.93 \|$" "$tmp/peers.md"
+  grep -qE "^\| \*\*tiny: sum of times\*\* \| 13\.6 ms \| 13\.0 ms \| 13\.0 ms \| 14\.7 ms \| 14\.1 ms \| 0\.96 \| 0\.95 \| 0\.96 \|$" "$tmp/peers.md"
 fi
 
 # performance_report.py --peak: each step's share of the core's measured peak (made-up BM_Peak rates)
