@@ -49,7 +49,8 @@ inline std::atomic<int>& matmul_precision_flag() {
 }
 
 /// Sets a process-wide switch (an atomic) for a scope and restores its previous value after: the base of
-/// ScopedMatmulPrecision here, ScopedFp32Eigen (ops/gemm_dnnl.hpp) and ScopedBf16Fallback (ops/gemm_bf16.hpp).
+/// ScopedMatmulPrecision here, ScopedFp32Eigen and ScopedFp32OneDnn (ops/gemm_dnnl.hpp) and ScopedBf16Fallback
+/// (ops/gemm_bf16.hpp).
 template <class V> class ScopedSwitch {
  public:
   ScopedSwitch(std::atomic<V>& s, V v) : s_(s), prev_(s.exchange(v)) {}

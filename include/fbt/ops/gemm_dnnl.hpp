@@ -173,7 +173,8 @@ inline bool dnnl_f32_preferred() {
 }  // namespace detail
 
 /// \brief C (M, N) = op(A) op(B) (+ C when accumulate) in float through oneDNN, where its kernel is the
-/// faster one (above); returns false, having done nothing, where Eigen's should run.
+/// faster one (above) or a ScopedFp32OneDnn asks for oneDNN's whatever its kernel; returns false, having
+/// done nothing, where Eigen's should run (ScopedFp32Eigen, or oneDNN's kernel is not the faster one).
 inline bool gemm_f32_dnnl(RowMapS<float> C, CRowMapS<float> A, bool transA, CRowMapS<float> B, bool transB, bool accumulate) {
   const Fp32Gemm choice = detail::fp32_gemm_now();
   if (choice == Fp32Gemm::eigen || (choice == Fp32Gemm::automatic && !detail::dnnl_f32_preferred())) return false;
