@@ -238,9 +238,27 @@ std::string mkl_label() {
   return "MKL " + std::to_string(v.MajorVersion) + "." + std::to_string(v.UpdateVersion) + " build " + v.Build + ", " + v.Processor;
 }
 
-/// BM_GemmMkl/...: the product by MKL's cblas_sgemm (sequential), row-major like every fbt tensor. Before the
-/// timing its result is checked against the CPU backend's (largest difference <= 1e-4 of the largest entry:
-/// float sums in another order), so a wrong transpose or leading dimension here cannot pass for a rate.
+/// Checks a peer's product, then times it: run(c) computes C (M, N) (+)= op(A) op(B) into c. It runs once on a
+/// copy of C and must match ref, fbt's product of the same operands (largest difference <= 1e-4 of the largest
+/// entry: float sums in another order), or the benchmark stops with an error naming `what`; then run(C) is timed.
+template <class Run>
+void check_then_time(benchmark::State& st, const StepProduct& p, Run run, AlignedVector<float>& C, const AlignedVector<float>& ref,
+                     const std::string& what) {
+  AlignedVector<float> out = C;
+  run(out.data());
+  if (const double d = rel_max_diff(out, ref); !(d <= 1e-4))
+    return st.SkipWithError((what + " differs from fbt's product by " + std::to_string(d) + " of the largest entry").c_str());
+  for (auto _ : st) {
+    run(C.data());
+    benchmark::DoNotOptimize(C.data());
+    benchmark::ClobberMemory();
+  }
+  set_gflops(st, 2.0 * p.M * p.N * p.K);
+  st.SetLabel(what + ", " + mkl_label());
+}
+
+/// BM_GemmMkl/...: the product by MKL's cblas_sgemm (sequential), row-major like every fbt tensor, checked
+/// against the CPU backend's before the timing, so a wrong transpose or leading dimension cannot pass for a rate.
 void mkl_gemm(benchmark::State& st, const StepProduct& p) {
   const int lda = p.tA ? p.M : p.K, ldb = p.tB ? p.K : p.N;
   auto A = rand_buf(std::size_t(p.M) * p.K, 21), B = rand_buf(std::size_t(p.K) * p.N, 22, 0.1), C = rand_buf(std::size_t(p.M) * p.N, 23);
@@ -248,25 +266,15 @@ void mkl_gemm(benchmark::State& st, const StepProduct& p) {
     cblas_sgemm(CblasRowMajor, p.tA ? CblasTrans : CblasNoTrans, p.tB ? CblasTrans : CblasNoTrans, p.M, p.N, p.K, 1.0f, A.data(), lda, B.data(),
                 ldb, p.acc ? 1.0f : 0.0f, c, p.N);
   };
-  AlignedVector<float> ref = C, out = C;
+  AlignedVector<float> ref = C;
   CpuBackend<float>().gemm(ref.data(), p.N, A.data(), lda, p.tA, B.data(), ldb, p.tB, p.M, p.N, p.K, p.acc);
-  run(out.data());
-  if (const double d = rel_max_diff(out, ref); !(d <= 1e-4))
-    return st.SkipWithError(("MKL's sgemm differs from fbt's product by " + std::to_string(d) + " of the largest entry").c_str());
-  for (auto _ : st) {
-    run(C.data());
-    benchmark::DoNotOptimize(C.data());
-    benchmark::ClobberMemory();
-  }
-  set_gflops(st, 2.0 * p.M * p.N * p.K);
-  st.SetLabel("sgemm, " + mkl_label());
+  check_then_time(st, p, run, C, ref, "sgemm");
 }
 
 /// BM_GemmMklBf16/...: the bf16 product by MKL's cblas_gemm_bf16bf16f32 (bf16 operands, float sums), doing the
 /// work BM_GemmBf16 does: A rounded to bf16 on every call (fbt's own rounding, detail::to_bf16); a weight B
 /// rounded and packed once, outside the timing, by cblas_gemm_bf16bf16f32_pack (MKL's counterpart of fbt's
-/// bf16 weight copies), any other B rounded on every call. Checked first against gemm_bf16_reference (the same
-/// rounded operands: largest difference <= 1e-4 of the largest entry).
+/// bf16 weight copies), any other B rounded on every call. Checked first against gemm_bf16_reference.
 void mkl_gemm_bf16(benchmark::State& st, const StepProduct& p) {
   const int lda = p.tA ? p.M : p.K, ldb = p.tB ? p.K : p.N;
   const int arows = p.tA ? p.K : p.M, brows = p.tB ? p.N : p.K;  // A (arows, lda), B (brows, ldb) as stored
@@ -289,18 +297,9 @@ void mkl_gemm_bf16(benchmark::State& st, const StepProduct& p) {
                              b.data(), ldb, beta, c, p.N);
     }
   };
-  AlignedVector<float> ref = C, out = C;
+  AlignedVector<float> ref = C;  // fbt's product here: the definition of a bf16 product
   gemm_bf16_reference(smat(ref.data(), p.M, p.N), csmat(A.data(), arows, lda), p.tA, csmat(B.data(), brows, ldb), p.tB, p.acc);
-  run(out.data());
-  if (const double d = rel_max_diff(out, ref); !(d <= 1e-4))
-    return st.SkipWithError(("MKL's bf16 GEMM differs from gemm_bf16_reference by " + std::to_string(d) + " of the largest entry").c_str());
-  for (auto _ : st) {
-    run(C.data());
-    benchmark::DoNotOptimize(C.data());
-    benchmark::ClobberMemory();
-  }
-  set_gflops(st, 2.0 * p.M * p.N * p.K);
-  st.SetLabel(std::string(p.weight ? "B packed once, " : "") + "gemm_bf16bf16f32, " + mkl_label());
+  check_then_time(st, p, run, C, ref, std::string(p.weight ? "B packed once, " : "") + "gemm_bf16bf16f32");
 }
 #endif
 
