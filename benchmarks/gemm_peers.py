@@ -9,7 +9,7 @@
 prints one markdown row per product (bench_kernels' names: <cfg>/<product>, sgemm_1024_*, gemm_1024_*) with
 the median GFLOP/s of each family that ran it: float by Eigen, by oneDNN (whatever its kernel) and by Intel
 MKL (a peer, in a build that found it); bf16 by fbt (gemm_bf16) and by MKL. Ratios are of times (below 1:
-MKL faster). The last rows sum each config's times. With --peak (bench_kernels' BM_Peak json), each float
+the library named first is faster). The last rows sum each config's times. With --peak (bench_kernels' BM_Peak json), each float
 rate is also given as a share of the measured FMA peak. Random interleaving runs the families' repetitions
 in a shuffled order, so a noisy minute of a shared machine does not land on one library.
 """
