@@ -126,60 +126,42 @@ struct Fp32Kernel {
   }
 };
 
-/// The forward product of a linear layer, out (M, OC) (+)= inp (M, C) W^T, W (OC, C), as a step runs it
-/// (the CPU backend's float product: oneDNN's kernel where it beats Eigen's, ops/gemm_dnnl.hpp), or by kernel k.
-void gemm_fwd(benchmark::State& st, int M, int OC, int C, bool acc, Fp32Gemm k) {
+/// One product of a training step, C (M, N) (+)= op(A) (M, K) op(B) (K, N), B a weight or not.
+struct StepProduct {
+  const char* name;
+  int M, N, K;
+  bool tA, tB, acc, weight;
+};
+/// The products BM_Gemm/<cfg>/... times (the table at the top), as (M, N, K, tA, tB, accumulate, B is a weight).
+std::vector<StepProduct> step_products(const Cfg& c) {
+  const int N = c.N(), D = c.D, QD = c.QD(), KD = c.KD(), F = c.F, V = c.V;
+  return {{"q_fwd", N, QD, D, false, true, false, true},         {"kv_fwd", N, KD, D, false, true, false, true},
+          {"o_fwd", N, D, QD, false, true, true, true},          {"q_bwd_dx", N, D, QD, false, false, true, true},
+          {"q_bwd_dw", QD, D, N, true, false, true, false},      {"mlp_up_fwd", N, F, D, false, true, false, true},
+          {"mlp_down_fwd", N, D, F, false, true, true, true},    {"head_fwd", N, V, D, false, true, false, true},
+          {"head_bwd_dx", N, D, V, false, false, true, true},    {"head_bwd_dw", V, D, N, true, false, true, false}};
+}
+
+/// A float product, C (M, N) (+)= op(A) op(B), as a step runs it (the CPU backend's float product: oneDNN's
+/// kernel where it beats Eigen's, ops/gemm_dnnl.hpp), or by kernel k.
+void gemm_f32(benchmark::State& st, const StepProduct& p, Fp32Gemm k) {
   Fp32Kernel force(k);
-  auto x = rand_buf(std::size_t(M) * C, 1), w = rand_buf(std::size_t(OC) * C, 2, 0.1), y = rand_buf(std::size_t(M) * OC, 3);
+  const int lda = p.tA ? p.M : p.K, ldb = p.tB ? p.K : p.N;
+  auto A = rand_buf(std::size_t(p.M) * p.K, 1), B = rand_buf(std::size_t(p.K) * p.N, 2, 0.1), C = rand_buf(std::size_t(p.M) * p.N, 3);
   CpuBackend<float> be;
-  auto run = [&] { be.gemm(y.data(), OC, x.data(), C, false, w.data(), C, true, M, OC, C, acc); };
+  auto run = [&] { be.gemm(C.data(), p.N, A.data(), lda, p.tA, B.data(), ldb, p.tB, p.M, p.N, p.K, p.acc); };
   run();  // grows gemm's packing buffers (makes oneDNN's primitive) outside the timing
-  for (auto _ : st) {
-    run();
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-  }
-  set_gflops(st, 2.0 * M * OC * C);
-  st.SetLabel(gemm_f32_impl(M, OC, C));
-}
-
-/// The two backward products of out = inp W^T: dX (M, C) += dY (M, OC) W, or dW (OC, C) += dY^T X.
-void gemm_bwd(benchmark::State& st, int M, int OC, int C, bool dw, Fp32Gemm k) {
-  Fp32Kernel force(k);
-  auto dy = rand_buf(std::size_t(M) * OC, 4), x = rand_buf(std::size_t(M) * C, 5), w = rand_buf(std::size_t(OC) * C, 6, 0.1);
-  AlignedVector<float> dx(std::size_t(M) * C, 0.f), dW(std::size_t(OC) * C, 0.f);
-  CpuBackend<float> be;
-  auto run = [&] {
-    if (dw) be.gemm(dW.data(), C, dy.data(), OC, true, x.data(), C, false, OC, C, M, true);
-    else be.gemm(dx.data(), C, dy.data(), OC, false, w.data(), C, false, M, C, OC, true);
-  };
-  run();
-  for (auto _ : st) {
-    run();
-    benchmark::DoNotOptimize(dx.data());
-    benchmark::DoNotOptimize(dW.data());
-    benchmark::ClobberMemory();
-  }
-  set_gflops(st, 2.0 * M * OC * C);
-  st.SetLabel(dw ? gemm_f32_impl(OC, C, M) : gemm_f32_impl(M, C, OC));
-}
-
-/// Square n^3 product through the CPU backend (or kernel k): C = A B (nn) or C = A B^T (nt, a linear layer's layout).
-void sgemm_square(benchmark::State& st, int n, bool transB, Fp32Gemm k) {
-  Fp32Kernel force(k);
-  auto A = rand_buf(std::size_t(n) * n, 7), Bm = rand_buf(std::size_t(n) * n, 8);
-  AlignedVector<float> C(std::size_t(n) * n);
-  CpuBackend<float> be;
-  auto run = [&] { be.gemm(C.data(), n, A.data(), n, false, Bm.data(), n, transB, n, n, n, false); };
-  run();
   for (auto _ : st) {
     run();
     benchmark::DoNotOptimize(C.data());
     benchmark::ClobberMemory();
   }
-  set_gflops(st, 2.0 * n * n * n);
-  st.SetLabel(gemm_f32_impl(n, n, n));
+  set_gflops(st, 2.0 * p.M * p.N * p.K);
+  st.SetLabel(gemm_f32_impl(p.M, p.N, p.K));
 }
+
+/// The square n^3 product, C = A B (nn) or C = A B^T (nt, a linear layer's layout).
+StepProduct square(int n, bool transB) { return {nullptr, n, n, n, false, transB, false, false}; }
 
 /// The same products in bf16 (gemm_bf16: bf16 operands, float sums): C (M, N) (+)= op(A) (M, K) op(B) (K, N).
 /// When B is a weight it lies in a weight scope, as in a training step: its bf16 copy is made at the first
@@ -203,22 +185,6 @@ void gemm_bf16_bench(benchmark::State& st, int M, int N, int K, bool tA, bool tB
   // the shape, for a peer to time the same product (benchmarks/gemm_shapes.py)
   st.counters["M"] = M, st.counters["N"] = N, st.counters["K"] = K, st.counters["tA"] = tA, st.counters["tB"] = tB, st.counters["acc"] = acc;
   st.SetLabel(gemm_bf16_impl(M, N, K));
-}
-
-/// One product of a training step, C (M, N) (+)= op(A) (M, K) op(B) (K, N), B a weight or not.
-struct StepProduct {
-  const char* name;
-  int M, N, K;
-  bool tA, tB, acc, weight;
-};
-/// The products BM_Gemm/<cfg>/... times (the table at the top), as (M, N, K, tA, tB, accumulate, B is a weight).
-std::vector<StepProduct> step_products(const Cfg& c) {
-  const int N = c.N(), D = c.D, QD = c.QD(), KD = c.KD(), F = c.F, V = c.V;
-  return {{"q_fwd", N, QD, D, false, true, false, true},         {"kv_fwd", N, KD, D, false, true, false, true},
-          {"o_fwd", N, D, QD, false, true, true, true},          {"q_bwd_dx", N, D, QD, false, false, true, true},
-          {"q_bwd_dw", QD, D, N, true, false, true, false},      {"mlp_up_fwd", N, F, D, false, true, false, true},
-          {"mlp_down_fwd", N, D, F, false, true, true, true},    {"head_fwd", N, V, D, false, true, false, true},
-          {"head_bwd_dx", N, D, V, false, false, true, true},    {"head_bwd_dw", V, D, N, true, false, true, false}};
 }
 
 #if defined(FBT_BENCH_MKL)
@@ -571,7 +537,7 @@ void register_all() {
 #endif
   for (const auto& [k, name] : kernels)
     for (const bool tb : {false, true})
-      reg(name + "/sgemm_1024_" + (tb ? "nt" : "nn"), [tb, k = k](benchmark::State& st) { sgemm_square(st, 1024, tb, k); });
+      reg(name + "/sgemm_1024_" + (tb ? "nt" : "nn"), [tb, k = k](benchmark::State& st) { gemm_f32(st, square(1024, tb), k); });
 #if defined(__x86_64__)
   reg("BM_Peak/clock", core_clock);
 #endif
@@ -585,30 +551,16 @@ void register_all() {
 #if defined(FBT_BENCH_MKL)
   for (const bool tb : {false, true}) {  // MKL's: float, and bf16 with both operands converted on every call
     const std::string nt = tb ? "nt" : "nn";
-    const StepProduct sq{nullptr, 1024, 1024, 1024, false, tb, false, false};
-    reg("BM_GemmMkl/sgemm_1024_" + nt, [sq](benchmark::State& st) { mkl_gemm(st, sq); });
-    reg("BM_GemmMklBf16/gemm_1024_" + nt, [sq](benchmark::State& st) { mkl_gemm_bf16(st, sq); });
+    reg("BM_GemmMkl/sgemm_1024_" + nt, [tb](benchmark::State& st) { mkl_gemm(st, square(1024, tb)); });
+    reg("BM_GemmMklBf16/gemm_1024_" + nt, [tb](benchmark::State& st) { mkl_gemm_bf16(st, square(1024, tb)); });
   }
 #endif
   for (const Cfg& c : kConfigs) {
     const std::string cf = c.name;
-    const int N = c.N(), D = c.D, QD = c.QD(), KD = c.KD(), F = c.F, V = c.V;
-    for (const auto& kernel : kernels) {
-      const Fp32Gemm e = kernel.first;
-      const std::string g = kernel.second + "/" + cf + "/";
-      reg(g + "q_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, QD, D, false, e); });
-      reg(g + "kv_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, KD, D, false, e); });
-      reg(g + "o_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, D, QD, true, e); });
-      reg(g + "q_bwd_dx", [=](benchmark::State& st) { gemm_bwd(st, N, QD, D, false, e); });
-      reg(g + "q_bwd_dw", [=](benchmark::State& st) { gemm_bwd(st, N, QD, D, true, e); });
-      reg(g + "mlp_up_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, F, D, false, e); });
-      reg(g + "mlp_down_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, D, F, true, e); });
-      reg(g + "head_fwd", [=](benchmark::State& st) { gemm_fwd(st, N, V, D, false, e); });
-      reg(g + "head_bwd_dx", [=](benchmark::State& st) { gemm_bwd(st, N, V, D, false, e); });
-      reg(g + "head_bwd_dw", [=](benchmark::State& st) { gemm_bwd(st, N, V, D, true, e); });
-    }
-    // the same products in bf16 (and by MKL, a peer, in a build that found it)
+    const int N = c.N(), D = c.D;
+    // the step's products by each float kernel, in bf16, and by MKL (a peer, in a build that found it)
     for (const StepProduct& p : step_products(c)) {
+      for (const auto& [k, name] : kernels) reg(name + "/" + cf + "/" + p.name, [p, k = k](benchmark::State& st) { gemm_f32(st, p, k); });
       reg("BM_GemmBf16/" + cf + "/" + p.name, [p](benchmark::State& st) { gemm_bf16_bench(st, p.M, p.N, p.K, p.tA, p.tB, p.acc, p.weight); });
 #if defined(FBT_BENCH_MKL)
       reg("BM_GemmMkl/" + cf + "/" + p.name, [p](benchmark::State& st) { mkl_gemm(st, p); });
