@@ -34,6 +34,7 @@
 //   BM_RoPE/<cfg>/{fwd,bwd}        q (N, NH*hs)
 //   BM_SwiGLU/<cfg>/{fwd,bwd}      (N, F)
 //   BM_SoftmaxXent/<cfg>/{fwd,bwd} (N, V), in place
+//   BM_Exp/{eigen,vexp}            y = exp(x) on 4096 floats in L1 (counter Gexp/s): Eigen's exp, fbt::vexp
 //   BM_Optimizer/<cfg>/{adamw,muon,normuon}   one update of the whole bench_e2e model (glu fuser, 4 / 6
 //                  layers): adamw_update, or grouped_update (train/muon.hpp); GFLOP/s of Newton-Schulz
 // Run: build/benchmarks/bench_kernels [--benchmark_filter=REGEX] [--benchmark_repetitions=3
@@ -65,6 +66,7 @@
 #include "fbt/ops/rmsnorm.hpp"
 #include "fbt/ops/rope.hpp"
 #include "fbt/ops/softmax_xent.hpp"
+#include "fbt/ops/vexp.hpp"
 #include "fbt/train/muon.hpp"
 
 #if defined(FBT_BENCH_MKL)
@@ -468,6 +470,25 @@ void swiglu(benchmark::State& st, const Cfg& c, bool backward) {
   set_gbytes(st, sizeof(float) * (backward ? 7.0 : 3.0) * double(NF));
 }
 
+/// y = exp(x) on n floats in [-20, 4] (what the kernels see: softmax shifts are <= 0, sigmoids' -g small),
+/// by Eigen's exp or by fbt::vexp (ops/vexp.hpp), the one the float kernels use.
+void exp_bench(benchmark::State& st, bool fbt_exp) {
+  const int n = 4096;
+  auto x = rand_buf(std::size_t(n), 71, 12.0);
+  for (auto& v : x) v -= 8.f;
+  AlignedVector<float> y(static_cast<std::size_t>(n));
+  using Arr = Eigen::Array<float, Eigen::Dynamic, 1>;
+  Eigen::Map<const Arr, Eigen::Aligned64> X(x.data(), n);
+  Eigen::Map<Arr, Eigen::Aligned64> Y(y.data(), n);
+  for (auto _ : st) {
+    if (fbt_exp) Y = vexp(X);
+    else Y = X.exp();
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  st.counters["Gexp/s"] = benchmark::Counter(n * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void softmax_xent(benchmark::State& st, const Cfg& c, bool backward) {
   const int N = c.N(), V = c.V;
   auto logits = rand_buf(std::size_t(N) * V, 61, 4.0);
@@ -555,6 +576,8 @@ void register_all() {
     reg("BM_GemmMklBf16/gemm_1024_" + nt, [tb](benchmark::State& st) { mkl_gemm_bf16(st, square(1024, tb)); });
   }
 #endif
+  reg("BM_Exp/eigen", [](benchmark::State& st) { exp_bench(st, false); });
+  reg("BM_Exp/vexp", [](benchmark::State& st) { exp_bench(st, true); });
   for (const Cfg& c : kConfigs) {
     const std::string cf = c.name;
     const int N = c.N(), D = c.D;

@@ -5,7 +5,8 @@
 // Checks: forward against those elementwise formulas (1e-14 relative, double), finite for |x| = 1000;
 // backward w.r.t. every input against central finite differences in double (normwise rel err < 1e-6,
 // tests/common/gradcheck.hpp); accumulation; the null-data skips of sigmoid_gate_backward; float
-// forward agrees with double to 1e-5 of the output scale.
+// forward agrees with double to 1e-5 of the output scale, and forward and backward on rows as wide as
+// vexp's packets (fbt/ops/vexp.hpp); float stays finite for |x| = 1000.
 #include <gtest/gtest.h>
 
 #include "common/layer_harness.hpp"
@@ -123,6 +124,51 @@ TEST(Activations, FloatForwardAgreesWithDouble) {
   sigmoid_gate_forward(smat(yf.data(), N, F), csmat(uf.data(), N, F), csmat(gf.data(), N, F));
   EXPECT_LT(max_scaled_diff(hf, h), 1e-5);
   EXPECT_LT(max_scaled_diff(yf, y), 1e-5);
+}
+
+TEST(Activations, FloatAgreesWithDoubleOnWideRows) {
+  // rows of 37: whole packets of vexp (fbt/ops/vexp.hpp) and a scalar tail; forward and backward,
+  // tolerance 1e-5 of the output scale as above
+  constexpr int R = 3, W = 37;
+  auto g = randn_vec(R * W, 13, 3.0), u = randn_vec(R * W, 14), dh = randn_vec(R * W, 15);
+  std::vector<double> h(R * W), y(R * W), dg(R * W, 0.0), du(R * W, 0.0), da(R * W, 0.0), dz(R * W, 0.0);
+  swiglu_forward(smat(h.data(), R, W), csmat(g.data(), R, W), csmat(u.data(), R, W));
+  sigmoid_gate_forward(smat(y.data(), R, W), csmat(u.data(), R, W), csmat(g.data(), R, W));
+  swiglu_backward(smat(dg.data(), R, W), smat(du.data(), R, W), csmat(dh.data(), R, W), csmat(g.data(), R, W), csmat(u.data(), R, W));
+  sigmoid_gate_backward(smat(da.data(), R, W), smat(dz.data(), R, W), csmat(dh.data(), R, W), csmat(u.data(), R, W), csmat(g.data(), R, W));
+  auto gf = cast_vec<float>(g), uf = cast_vec<float>(u), dhf = cast_vec<float>(dh);
+  std::vector<float> hf(R * W), yf(R * W), dgf(R * W, 0.f), duf(R * W, 0.f), daf(R * W, 0.f), dzf(R * W, 0.f);
+  swiglu_forward(smat(hf.data(), R, W), csmat(gf.data(), R, W), csmat(uf.data(), R, W));
+  sigmoid_gate_forward(smat(yf.data(), R, W), csmat(uf.data(), R, W), csmat(gf.data(), R, W));
+  swiglu_backward(smat(dgf.data(), R, W), smat(duf.data(), R, W), csmat(dhf.data(), R, W), csmat(gf.data(), R, W), csmat(uf.data(), R, W));
+  sigmoid_gate_backward(smat(daf.data(), R, W), smat(dzf.data(), R, W), csmat(dhf.data(), R, W), csmat(uf.data(), R, W), csmat(gf.data(), R, W));
+  EXPECT_LT(max_scaled_diff(hf, h), 1e-5);
+  EXPECT_LT(max_scaled_diff(yf, y), 1e-5);
+  EXPECT_LT(max_scaled_diff(dgf, dg), 1e-5);
+  EXPECT_LT(max_scaled_diff(duf, du), 1e-5);
+  EXPECT_LT(max_scaled_diff(daf, da), 1e-5);
+  EXPECT_LT(max_scaled_diff(dzf, dz), 1e-5);
+}
+
+TEST(Activations, FloatExtremeInputsStayFinite) {
+  // 16 columns: the packets of vexp, which clamp its argument (exp(1000) is +inf, exp(-1000) ~1e-38)
+  constexpr int W = 16;
+  std::vector<float> g(W), u(W, 2.f), h(W), y(W), dg(W, 0.f), du(W, 0.f), da(W, 0.f), dz(W, 0.f), dh(W, 1.f);
+  const float vals[] = {-1000.f, -90.f, -50.f, 0.f, 50.f, 90.f, 1000.f, 1e-30f};
+  for (int i = 0; i < W; ++i) g[i] = vals[i % 8];
+  swiglu_forward(smat(h.data(), 1, W), csmat(g.data(), 1, W), csmat(u.data(), 1, W));
+  swiglu_backward(smat(dg.data(), 1, W), smat(du.data(), 1, W), csmat(dh.data(), 1, W), csmat(g.data(), 1, W), csmat(u.data(), 1, W));
+  sigmoid_gate_forward(smat(y.data(), 1, W), csmat(u.data(), 1, W), csmat(g.data(), 1, W));
+  sigmoid_gate_backward(smat(da.data(), 1, W), smat(dz.data(), 1, W), csmat(dh.data(), 1, W), csmat(u.data(), 1, W), csmat(g.data(), 1, W));
+  for (int i = 0; i < W; ++i) {
+    EXPECT_TRUE(std::isfinite(h[i]) && std::isfinite(dg[i]) && std::isfinite(du[i])) << "g = " << g[i];
+    EXPECT_TRUE(std::isfinite(y[i]) && std::isfinite(da[i]) && std::isfinite(dz[i])) << "z = " << g[i];
+  }
+  EXPECT_EQ(h[0], 0.f);            // silu(-1000) * 2
+  EXPECT_EQ(h[6], 2000.f);         // silu(1000) * 2
+  EXPECT_EQ(y[0], 0.f);            // 2 sigmoid(-1000)
+  EXPECT_EQ(y[6], 2.f);            // 2 sigmoid(1000)
+  EXPECT_NEAR(h[2], -50.f * 2.f * std::exp(-50.f), 1e-25f);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/errors.hpp"
 #include "common/hf_fixture.hpp"
 #include "common/io_test.hpp"
 #include "common/tiny_model.hpp"

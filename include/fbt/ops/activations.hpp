@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "../core/tensor.hpp"
+#include "vexp.hpp"
 
 namespace fbt {
 
@@ -19,7 +20,7 @@ template <class T> inline T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); 
 template <class T> void swiglu_forward(RowMapS<T> h, CRowMapS<T> g, CRowMapS<T> u) {
   FBT_ASSERT(h.rows() == g.rows() && h.cols() == g.cols() && u.rows() == g.rows() && u.cols() == g.cols(), "swiglu_forward: shape mismatch");
   for (Eigen::Index n = 0; n < g.rows(); ++n)
-    h.row(n) = (g.row(n).array() / (T(1) + (-g.row(n).array()).exp()) * u.row(n).array()).matrix();
+    h.row(n) = (g.row(n).array() / (T(1) + vexp(-g.row(n).array())) * u.row(n).array()).matrix();
 }
 
 /// Elementwise backward kernels work on chunks of a row with the sigmoid held in a stack buffer, so
@@ -38,7 +39,7 @@ template <class T> void swiglu_backward(RowMapS<T> dg, RowMapS<T> du, CRowMapS<T
       ArrMap<T> sg(buf, len);
       CArrMap<T> G(g.data() + n * g.outerStride() + c0, len), U(u.data() + n * u.outerStride() + c0, len);
       CArrMap<T> DH(dh.data() + n * dh.outerStride() + c0, len);
-      sg = (T(1) + (-G).exp()).inverse();
+      sg = (T(1) + vexp(-G)).inverse();
       ArrMap<T>(dg.data() + n * dg.outerStride() + c0, len) += DH * U * sg * (T(1) + G * (T(1) - sg));
       ArrMap<T>(du.data() + n * du.outerStride() + c0, len) += DH * G * sg;
     }
@@ -48,7 +49,7 @@ template <class T> void swiglu_backward(RowMapS<T> dg, RowMapS<T> du, CRowMapS<T
 template <class T> void sigmoid_gate_forward(RowMapS<T> y, CRowMapS<T> a, CRowMapS<T> z) {
   FBT_ASSERT(y.rows() == a.rows() && y.cols() == a.cols() && z.rows() == a.rows() && z.cols() == a.cols(), "sigmoid_gate_forward: shape mismatch");
   for (Eigen::Index n = 0; n < a.rows(); ++n)
-    y.row(n) = (a.row(n).array() / (T(1) + (-z.row(n).array()).exp())).matrix();
+    y.row(n) = (a.row(n).array() / (T(1) + vexp(-z.row(n).array()))).matrix();
 }
 
 /// \brief Accumulates da, dz (N, C) from dy. A null-data da or dz skips it.
@@ -61,7 +62,7 @@ template <class T> void sigmoid_gate_backward(RowMapS<T> da, RowMapS<T> dz, CRow
       ArrMap<T> sg(buf, len);
       CArrMap<T> A(a.data() + n * a.outerStride() + c0, len), Z(z.data() + n * z.outerStride() + c0, len);
       CArrMap<T> DY(dy.data() + n * dy.outerStride() + c0, len);
-      sg = (T(1) + (-Z).exp()).inverse();
+      sg = (T(1) + vexp(-Z)).inverse();
       if (da.data() != nullptr) ArrMap<T>(da.data() + n * da.outerStride() + c0, len) += DY * sg;
       if (dz.data() != nullptr) ArrMap<T>(dz.data() + n * dz.outerStride() + c0, len) += DY * A * sg * (T(1) - sg);
     }

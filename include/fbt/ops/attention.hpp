@@ -32,6 +32,7 @@
 #include <limits>
 
 #include "gemm.hpp"
+#include "vexp.hpp"
 
 namespace fbt {
 
@@ -247,7 +248,7 @@ template <class T, int R>
 T attn_exp_window(T* p, const T* s, const AttnRows<T, R>& rows, int r, T shift) {
   using Row = Eigen::Array<T, 1, Eigen::Dynamic>;
   const int lo = rows.lo[r], hi = rows.hi[r], n = rows.width();
-  Eigen::Map<Row, Eigen::Aligned64>(p, n) = (Eigen::Map<const Row, Eigen::Aligned64>(s, n) - shift).exp();
+  Eigen::Map<Row, Eigen::Aligned64>(p, n) = vexp(Eigen::Map<const Row, Eigen::Aligned64>(s, n) - shift);
   std::fill(p, p + lo, T(0));
   std::fill(p + hi, p + n, T(0));
   return Eigen::Map<const Row, Eigen::Aligned64>(p, n).sum();
@@ -423,7 +424,7 @@ void attention_decode(T* out, T* scores, const T* q, const T* Kc, const T* Vc, i
     const int kh = h / group;
     p.noalias() = csmat(Kc + kh * hs, len1, hs, KD) * cvec(q + h * hs, hs);  // (len1)
     const T mx = p.maxCoeff();
-    p = ((p.array() - mx) * scale).exp().matrix();
+    p = vexp((p.array() - mx) * scale).matrix();
     p /= p.sum();
     vec(out + h * hs, hs).noalias() = csmat(Vc + kh * hs, len1, hs, KD).transpose() * p;
   }

@@ -58,7 +58,7 @@ template <class T> void scale_groups_backward(RowMapS<T> dx, RowMapS<T> ds, CRow
 /// \brief y = sigmoid(z).  y, z (N, C); y may alias z.
 template <class T> void sigmoid_forward(RowMapS<T> y, CRowMapS<T> z) {
   FBT_ASSERT(y.rows() == z.rows() && y.cols() == z.cols(), "sigmoid_forward: shape mismatch");
-  for (Eigen::Index n = 0; n < z.rows(); ++n) y.row(n) = (T(1) + (-z.row(n).array()).exp()).inverse().matrix();
+  for (Eigen::Index n = 0; n < z.rows(); ++n) y.row(n) = (T(1) + vexp(-z.row(n).array())).inverse().matrix();
 }
 
 /// \brief dz += dy * y (1 - y), y = sigmoid(z) the forward's output.  dz, dy, y (N, C).

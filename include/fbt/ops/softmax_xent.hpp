@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "../core/tensor.hpp"
+#include "vexp.hpp"
 
 namespace fbt {
 
@@ -27,7 +28,7 @@ double softmax_xent_forward(RowMap<T> logits_to_probs, Span<T> losses, Span<T> l
     FBT_ASSERT(y < V, "softmax_xent_forward: target " + std::to_string(y) + " outside the vocabulary of " + std::to_string(V));
     const T m = row.maxCoeff();
     const T ly = y >= 0 ? row[y] : T(0);
-    row = (row.array() - m).exp().matrix();
+    row = vexp(row.array() - m).matrix();
     const T sum = row.sum();
     row /= sum;
     const T l = m + std::log(sum);
