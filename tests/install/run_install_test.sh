@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Packaging tests for fbt, run by ctest (tests/CMakeLists.txt) as install.find_package and
-# install.add_subdirectory; also runnable by hand:
-#   bash tests/install/run_install_test.sh find_package|add_subdirectory \
+# Packaging tests for fbt, run by ctest (tests/CMakeLists.txt) as install.prefix, install.find_package,
+# install.own_project and install.add_subdirectory; also runnable by hand:
+#   bash tests/install/run_install_test.sh prefix|find_package|own_project|add_subdirectory \
 #        [--source-dir DIR] [--work-dir DIR] [--cmake CMAKE] [--cxx CXX] [--generator GEN] [--make-program PROG]
-# find_package:     configure fbt (tests/examples/benchmarks off), install it into a temporary
-#                   prefix, then build and run tests/install/consumer against that prefix.
+# prefix:           configure fbt (tests/examples/benchmarks/tools/CUDA/Python off), install it into
+#                   WORK/fbt-prefix and check the installed files. find_package and own_project build against
+#                   that one prefix (ctest: the fixture install.prefix, so fbt's kernels are compiled once,
+#                   not once per test); run by hand, they use WORK/fbt-prefix when it holds an fbt (mode
+#                   prefix refreshes it) and install one there first otherwise.
+# find_package:     build and run tests/install/consumer against the prefix.
+# own_project:      build examples/own_project against the prefix and run its command through the loop.
 # add_subdirectory: build and run tests/install/subdir_consumer, which vendors the fbt source
 #                   tree and checks that fbt adds no tests/examples/benchmarks of its own.
 set -euo pipefail
@@ -30,13 +35,15 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 case "$mode" in
-  find_package|add_subdirectory|own_project) ;;
-  *) echo "usage: run_install_test.sh find_package|add_subdirectory|own_project [options]" >&2; exit 2 ;;
+  prefix|find_package|add_subdirectory|own_project) ;;
+  *) echo "usage: run_install_test.sh prefix|find_package|add_subdirectory|own_project [options]" >&2; exit 2 ;;
 esac
 if [[ -z "$work" ]]; then
   work="$(mktemp -d)"
   trap 'rm -rf "$work"' EXIT
 fi
+# the installed fbt that find_package and own_project share (mode prefix makes it)
+prefix="$work/fbt-prefix"
 work="$work/$mode"
 rm -rf "$work"
 mkdir -p "$work"
@@ -49,16 +56,40 @@ common=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
 
 step() { echo "== [$mode] $*"; }
 
+# install_prefix: configure fbt from $src, install it into $prefix, check the files a consumer needs
+install_prefix() {
+  rm -rf "$prefix"
+  step "configure fbt from $src"
+  "$cmake_bin" -S "$src" -B "$work/fbt-build" "${common[@]}" -DCMAKE_INSTALL_PREFIX="$prefix" \
+    -DFBT_BUILD_TESTS=OFF -DFBT_BUILD_EXAMPLES=OFF -DFBT_BUILD_BENCHMARKS=OFF -DFBT_BUILD_TOOLS=OFF -DFBT_WITH_CUDA=OFF -DFBT_BUILD_PYTHON=OFF
+  step "install fbt into $prefix"
+  "$cmake_bin" --build "$work/fbt-build"
+  "$cmake_bin" --install "$work/fbt-build"
+  for f in include/fbt/config.hpp include/fbt/core/params.hpp include/fbt/cli.hpp share/cmake/fbt/fbtConfig.cmake \
+           share/cmake/fbt/fbtConfigVersion.cmake share/cmake/fbt/fbtTargets.cmake share/cmake/fbt/fbtIoTargets.cmake \
+           share/cmake/fbt/fbtCliTargets.cmake; do
+    [[ -f "$prefix/$f" ]] || { echo "FAIL: $prefix/$f was not installed" >&2; exit 1; }
+  done
+}
+# need_prefix: the prefix install.prefix made, or (a run by hand without it) a fresh one
+need_prefix() {
+  if [[ -f "$prefix/share/cmake/fbt/fbtConfig.cmake" ]]; then
+    step "use the installed fbt in $prefix"
+  else
+    install_prefix
+  fi
+}
+
+if [[ "$mode" == prefix ]]; then
+  install_prefix
+  step "PASS"
+  exit 0
+fi
+
 if [[ "$mode" == own_project ]]; then
   # examples/own_project against the installed package: its command (mytool) runs the research loop on the
   # project's own fuser (lowrank, option rank), decoding policy (soft_first) and optimizer (sgdm)
-  prefix="$work/prefix"
-  step "install fbt into $prefix"
-  "$cmake_bin" -S "$src" -B "$work/fbt-build" "${common[@]}" -DCMAKE_INSTALL_PREFIX="$prefix" \
-    -DFBT_BUILD_TESTS=OFF -DFBT_BUILD_EXAMPLES=OFF -DFBT_BUILD_BENCHMARKS=OFF -DFBT_BUILD_TOOLS=OFF -DFBT_WITH_CUDA=OFF -DFBT_BUILD_PYTHON=OFF
-  "$cmake_bin" --build "$work/fbt-build"
-  "$cmake_bin" --install "$work/fbt-build"
-  [[ -f "$prefix/include/fbt/cli.hpp" && -f "$prefix/share/cmake/fbt/fbtCliTargets.cmake" ]] || { echo "FAIL: fbt/cli.hpp or fbt::cli was not installed" >&2; exit 1; }
+  need_prefix
   step "build examples/own_project (find_package(fbt COMPONENTS cli))"
   "$cmake_bin" -S "$src/examples/own_project" -B "$work/own-build" "${common[@]}" -DCMAKE_PREFIX_PATH="$prefix"
   "$cmake_bin" --build "$work/own-build"
@@ -121,17 +152,7 @@ if [[ "$mode" == own_project ]]; then
 fi
 
 if [[ "$mode" == find_package ]]; then
-  prefix="$work/prefix"
-  step "configure fbt from $src"
-  "$cmake_bin" -S "$src" -B "$work/fbt-build" "${common[@]}" -DCMAKE_INSTALL_PREFIX="$prefix" \
-    -DFBT_BUILD_TESTS=OFF -DFBT_BUILD_EXAMPLES=OFF -DFBT_BUILD_BENCHMARKS=OFF -DFBT_BUILD_TOOLS=OFF -DFBT_WITH_CUDA=OFF -DFBT_BUILD_PYTHON=OFF
-  step "install fbt into $prefix"
-  "$cmake_bin" --build "$work/fbt-build"
-  "$cmake_bin" --install "$work/fbt-build"
-  for f in include/fbt/config.hpp include/fbt/core/params.hpp share/cmake/fbt/fbtConfig.cmake \
-           share/cmake/fbt/fbtConfigVersion.cmake share/cmake/fbt/fbtTargets.cmake share/cmake/fbt/fbtIoTargets.cmake; do
-    [[ -f "$prefix/$f" ]] || { echo "FAIL: $prefix/$f was not installed" >&2; exit 1; }
-  done
+  need_prefix
   step "configure consumer with CMAKE_PREFIX_PATH=$prefix"
   "$cmake_bin" -S "$here/consumer" -B "$work/consumer-build" "${common[@]}" \
     -DCMAKE_PREFIX_PATH="$prefix" -DFBT_EXPECTED_PREFIX="$prefix" -DFBT_CUSTOM_FUSER_SOURCE="$src/examples/custom_fuser.cpp"
