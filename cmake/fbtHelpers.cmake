@@ -2,6 +2,7 @@
 # fbt's CMakeLists.txt for a project that adds fbt with add_subdirectory).
 #
 #   fbt_precompile_headers(<target>)
+#   fbt_add_plugin(<name> <source>...)      (below)
 #
 # Compiles fbt/fbt.hpp once as a precompiled header of <target> (CMake's target_precompile_headers), so a
 # file of <target> that includes it no longer parses the library each time it is compiled: about 3 s less
@@ -17,4 +18,20 @@ function(fbt_precompile_headers target)
     # -Wignored-attributes on its packet types otherwise)
     target_compile_options(${target} PRIVATE -Wno-ignored-attributes)
   endif()
+endfunction()
+
+# fbt_add_plugin(<name> <source>...)
+#
+# A plugin: the shared object lib<name>.so, built from your own file(s) with fbt/plugin.hpp included and your
+# pieces registered (FBT_REGISTER_FUSER(...) and its siblings), which the stock `fbt` command loads with
+# `--plugin path/lib<name>.so` and Python with fbt.load_plugin (docs/api.md, "Your own piece in a plugin").
+# It compiles against fbt's headers only: the pieces and nothing of the library's loop, with hidden visibility
+# (only the plugin's two entry points are exported, so its copies of fbt's inline code stay its own).
+function(fbt_add_plugin name)
+  if(NOT ARGN)
+    message(FATAL_ERROR "fbt_add_plugin(${name}): give the plugin's source files")
+  endif()
+  add_library(${name} MODULE ${ARGN})
+  target_link_libraries(${name} PRIVATE fbt::fbt)
+  set_target_properties(${name} PROPERTIES PREFIX "lib" CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
 endfunction()

@@ -48,7 +48,7 @@ int main() {
   std::printf("a tapered stack: %zu parameters; KV widths", m.params.size());
   for (const auto& b : m.blocks) std::printf(" %d", b.kv_width());
   std::printf(", MLP widths");
-  for (const auto& b : m.blocks) std::printf(" %d", b.mlp.F);
+  for (const auto& b : m.blocks) std::printf(" %d", b.layer_spec().intermediate_size);
   std::printf("\n");
 
   // ---- 1. gradients ---------------------------------------------------------------------------------

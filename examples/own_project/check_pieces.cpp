@@ -3,6 +3,7 @@
 // with no library edit. Exit status 0 only if every gradient agrees to 1e-6 (relative).
 #include <cstdio>
 
+#include "fbt/fbt.hpp"
 #include "my_pieces.hpp"
 
 int main() {

@@ -1,12 +1,16 @@
 // examples/own_project/my_pieces.hpp: a researcher's own pieces, written outside the library against its
-// contracts, with no library edit: a fuser with an option, a decoding policy and an optimizer. main.cpp
-// gives them to fbt::cli_main, which makes every `fbt` subcommand take them.
+// contracts, with no library edit: a fuser and a block with an option each, a decoding policy and an optimizer.
+// main.cpp gives them to fbt::cli_main, which makes every `fbt` subcommand take them; plugin.cpp registers them
+// in a plugin that the stock `fbt` command loads (--plugin). It includes only the contracts it writes against.
 #pragma once
 
 #include <cmath>
 #include <string>
 
-#include "fbt/fbt.hpp"
+#include "fbt/decode/policy.hpp"
+#include "fbt/layers/contract.hpp"
+#include "fbt/ops/linear.hpp"
+#include "fbt/train/optimizer.hpp"
 
 // ---- a fuser: u = e + B (A s), A (r, D), B (D, r): a rank-r state map (fuser "lowrank", option rank) ----
 template <class T> struct LowRankFuser {

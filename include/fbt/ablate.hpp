@@ -193,8 +193,7 @@ inline AblationGrid load_ablation_grid(const std::string& path, AblationGrid g =
 
 /// \brief The runs of a grid, in order (runs x vary x seeds), with their effective configs. Every config
 /// is validated here, so a bad value is refused before any run starts.
-template <class Fusers = BuiltinFusers<float>, class Blocks = BuiltinBlocks<float>>
-std::vector<AblationRun> expand_grid(const AblationGrid& g) {
+inline std::vector<AblationRun> expand_grid(const AblationGrid& g) {
   if (g.seeds.empty()) throw Error("ablate: the seed list is empty");
   if (g.evals < 1) throw Error("ablate: evals must be >= 1 (got " + std::to_string(g.evals) + ")");
   if (g.jobs < 1 || g.jobs > 64) throw Error("ablate: jobs must be in [1, 64] (got " + std::to_string(g.jobs) + ")");
@@ -290,7 +289,7 @@ std::vector<AblationRun> expand_grid(const AblationGrid& g) {
       try {
         // a fuser and block this program has; options the run's fuser or block does not declare (from
         // another axis, e.g. fuser.rank on a glu run) are dropped and said so
-        with_model<float, Fusers, Blocks>(r.cfg.model, [&](auto tag) {
+        with_model<float>(r.cfg.model, [&](auto tag) {
           using M = typename decltype(tag)::type;
           auto prune = [&](Options& o, const OptionList& decl, const char* piece, const char* type) {
             for (auto it = o.begin(); it != o.end();)
@@ -300,8 +299,8 @@ std::vector<AblationRun> expand_grid(const AblationGrid& g) {
                 it = o.erase(it);
               } else ++it;
           };
-          prune(r.cfg.model.fuser_options, declared_options<typename M::Fuser>(), "fuser", M::Fuser::name);
-          prune(r.cfg.model.block_options, declared_options<typename M::Block>(), "block", M::Block::name);
+          prune(r.cfg.model.fuser_options, fuser_registry<float>().info(r.cfg.model.fuser).options, "fuser", r.cfg.model.fuser.c_str());
+          prune(r.cfg.model.block_options, detail::erased_block_option_list<float>(r.cfg.model), "block", r.cfg.model.block.c_str());
           (void)M::normalized(r.cfg.model);  // the options' types and ranges
         });
         validate(r.cfg);
@@ -442,8 +441,7 @@ inline void write_summary_csv(const std::string& out_dir, const std::vector<Abla
 /// \brief Trains (or resumes) one run and writes its result.json. `progress` gets the step after every step.
 /// With comm (fbt ablate --distributed mpi; collective): the run trains over all of comm's ranks, and rank 0
 /// alone evaluates it at the end and writes result.json (the other ranks return its training status).
-template <class Fusers = BuiltinFusers<float>, class Blocks = BuiltinBlocks<float>>
-nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run, std::atomic<long>* progress, Communicator* comm = nullptr) {
+inline nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run, std::atomic<long>* progress, Communicator* comm = nullptr) {
   namespace fs = std::filesystem;
   const std::string dir = g.out_dir + "/" + run.name, ck = dir + "/checkpoint";
   const auto t0 = std::chrono::steady_clock::now();
@@ -452,7 +450,7 @@ nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run, std::
   for (const auto& kv : run.overrides) res["overrides"].push_back({kv.first, kv.second});
   if (!run.overridden.empty()) res["overridden"] = run.overridden;
   // the run's model type, chosen once from its config
-  with_model<float, Fusers, Blocks>(run.cfg.model, [&](auto tag) {
+  with_model<float>(run.cfg.model, [&](auto tag) {
     using M = typename decltype(tag)::type;
     std::unique_ptr<Trainer<M>> t;
     try {
@@ -476,7 +474,7 @@ nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run, std::
       const EvalReport e = t->evaluate();  // the final evaluation (the trainer logged it too; this copy goes to result.json)
       res["eval"] = eval_losses_json(e);
       auto& dec = t->decoder();
-      const bool fb = M::has_feedback;
+      const bool fb = t->model.feedback();
       if (run.cfg.data.rfind("task:", 0) == 0 && !is_state_task_data(run.cfg) && !is_probe_task_data(run.cfg) && g.task_examples > 0) {  // reasoning tasks: greedy answers
         const TaskConfig task = task_config(run.cfg);
         std::vector<std::string> modes;
@@ -570,9 +568,8 @@ inline std::vector<int> pending_runs(const AblationGrid& g, const std::vector<Ab
 }
 }  // namespace detail
 
-template <class Fusers = BuiltinFusers<float>, class Blocks = BuiltinBlocks<float>>
-int run_grid(const AblationGrid& g, std::FILE* out = stderr) {
-  const std::vector<AblationRun> runs = expand_grid<Fusers, Blocks>(g);
+inline int run_grid(const AblationGrid& g, std::FILE* out = stderr) {
+  const std::vector<AblationRun> runs = expand_grid(g);
   if (out) detail::print_same_runs(runs, out);
   long total_steps = 0, done_steps = 0;
   const std::vector<int> todo = detail::pending_runs(g, runs, total_steps, done_steps);  // finished runs are skipped
@@ -593,7 +590,7 @@ int run_grid(const AblationGrid& g, std::FILE* out = stderr) {
       if (k >= n) return;
       state[k].store(1);
       const AblationRun& r = runs[todo[k]];
-      const nlohmann::json res = run_ablation<Fusers, Blocks>(g, r, &step[k]);
+      const nlohmann::json res = run_ablation(g, r, &step[k]);
       state[k].store(2);
       std::lock_guard<std::mutex> lock(mu);
       if (res.value("status", "") != "done") {
@@ -652,10 +649,9 @@ int run_grid(const AblationGrid& g, std::FILE* out = stderr) {
 /// left (its list goes to every rank), evaluates each run at its end, writes result.json and summary.csv
 /// and prints a line per run to `out`; a run that fails during training fails on every rank, and the grid
 /// goes on. Returns the number of failed runs (rank 0's count, on every rank).
-template <class Fusers = BuiltinFusers<float>, class Blocks = BuiltinBlocks<float>>
-int run_grid_distributed(const AblationGrid& g, Communicator& comm, std::FILE* out = stderr) {
+inline int run_grid_distributed(const AblationGrid& g, Communicator& comm, std::FILE* out = stderr) {
   const bool lead = comm.rank() == 0;
-  const std::vector<AblationRun> runs = expand_grid<Fusers, Blocks>(g);
+  const std::vector<AblationRun> runs = expand_grid(g);
   if (lead && out) detail::print_same_runs(runs, out);
   long total_steps = 0, done_steps = 0;
   std::string todo_s, err;
@@ -681,7 +677,7 @@ int run_grid_distributed(const AblationGrid& g, Communicator& comm, std::FILE* o
   std::vector<std::string> failures;
   for (std::size_t k = 0; k < todo.size(); ++k) {
     const AblationRun& r = runs[std::size_t(todo[k])];
-    const nlohmann::json res = run_ablation<Fusers, Blocks>(g, r, nullptr, &comm);
+    const nlohmann::json res = run_ablation(g, r, nullptr, &comm);
     if (lead) {
       const bool ok = res.value("status", "") == "done";
       if (!ok) failures.push_back(r.name + ": " + res.value("error", std::string("?")));

@@ -52,7 +52,6 @@
 #include "layers/gated_add_fuser.hpp"
 #include "layers/glu_fuser.hpp"
 #include "layers/head_gate.hpp"
-#include "layers/mixed_block.hpp"
 #include "model/backend_model.hpp"
 #include "model/model.hpp"
 #include "model/multipass.hpp"

@@ -5,6 +5,6 @@
 NB_MODULE(_fbt, m) {
   m.doc() = "fbt: full-bandwidth transformers (arXiv:2608.08888), the C++ library's Python API (docs/python.md)";
   m.attr("__version__") = FBT_VERSION_STRING;
-  fbt::python::bind_module<>(m);
+  fbt::python::bind_module(m);
   fbt::python::bind_parts(m);
 }

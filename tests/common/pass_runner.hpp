@@ -35,7 +35,7 @@ PassRun run_passes(M& m, const fbt::Batch& b, int K, const std::vector<int>* pre
   for (int j = 0; j < K; ++j) {
     if (j == 0) {
       run.plain_input(p);
-    } else if constexpr (M::has_feedback) {
+    } else if constexpr (M::may_feed_back) {
       const std::vector<T>& src = (fixed && !(*fixed)[j].empty()) ? (*fixed)[j] : prev;
       run.fused_input(p, src.data(), nullptr, prefix ? prefix->data() + std::size_t(j) * b.B : nullptr);
     }

@@ -58,7 +58,10 @@ struct Worst {
 /// The double-precision twin of a built model type (the same fuser template, the standard block).
 template <class X> struct AsDouble;
 template <template <class> class F> struct AsDouble<fbt::Model<float, F<float>, fbt::DecoderBlock<float>>> {
-  using type = fbt::Model<double, F<double>>;
+  using type = fbt::Model<double, F<double>, fbt::DecoderBlock<double>>;
+};
+template <> struct AsDouble<fbt::Model<float>> {
+  using type = fbt::Model<double>;
 };
 
 /// Moves every parameter away from its init (gains 1 + N(0, 0.2^2)), with matrices N(0, (0.3 sqrt(8 /

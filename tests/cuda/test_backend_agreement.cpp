@@ -31,7 +31,7 @@ template <class M> fbt::check::BackendAgreement agreement(const fbt::ModelConfig
   const auto tb = fbt_test::tiny_batch(2, 12, m.V, 3);
   fbt::Rng rng(4);
   fbt::StepOptions o;
-  o.K = M::has_feedback ? 3 : 1, o.sigma = 0.02, o.rng = &rng;
+  o.K = m.feedback() ? 3 : 1, o.sigma = 0.02, o.rng = &rng;
   return check_backend_agreement(m, tb.batch(), o, 4);
 }
 
@@ -44,8 +44,8 @@ TEST(BackendAgreement, BuiltInModelsAgreeOnTheHostStandIn) {
       EXPECT_TRUE(r.ok(kTol)) << r.str();
       // K losses, every tensor's gradient, a prefill and 4 steps per decoding mode
       const M m(fbt_test::tiny_config(f), 1);
-      const std::size_t modes = M::has_feedback ? 3 : 1;
-      EXPECT_EQ(r.quantity.size(), std::size_t(M::has_feedback ? 3 : 1) + m.params.specs().size() + modes * 5) << r.str();
+      const std::size_t modes = m.feedback() ? 3 : 1;
+      EXPECT_EQ(r.quantity.size(), std::size_t(m.feedback() ? 3 : 1) + m.params.specs().size() + modes * 5) << r.str();
       EXPECT_EQ(r.backend, "host");
     });
   }

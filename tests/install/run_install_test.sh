@@ -65,9 +65,9 @@ install_prefix() {
   step "install fbt into $prefix"
   "$cmake_bin" --build "$work/fbt-build"
   "$cmake_bin" --install "$work/fbt-build"
-  for f in include/fbt/config.hpp include/fbt/core/params.hpp include/fbt/cli.hpp share/cmake/fbt/fbtConfig.cmake \
+  for f in include/fbt/config.hpp include/fbt/core/params.hpp include/fbt/cli.hpp include/fbt/plugin.hpp share/cmake/fbt/fbtConfig.cmake \
            share/cmake/fbt/fbtConfigVersion.cmake share/cmake/fbt/fbtTargets.cmake share/cmake/fbt/fbtIoTargets.cmake \
-           share/cmake/fbt/fbtCliTargets.cmake; do
+           share/cmake/fbt/fbtCliTargets.cmake share/cmake/fbt/fbtRuntimeTargets.cmake share/cmake/fbt/fbtHelpers.cmake; do
     [[ -f "$prefix/$f" ]] || { echo "FAIL: $prefix/$f was not installed" >&2; exit 1; }
   done
 }
@@ -90,9 +90,11 @@ if [[ "$mode" == own_project ]]; then
   # examples/own_project against the installed package: its command (mytool) runs the research loop on the
   # project's own fuser (lowrank, option rank), decoding policy (soft_first) and optimizer (sgdm)
   need_prefix
-  step "build examples/own_project (find_package(fbt COMPONENTS cli))"
-  "$cmake_bin" -S "$src/examples/own_project" -B "$work/own-build" "${common[@]}" -DCMAKE_PREFIX_PATH="$prefix"
+  step "build examples/own_project (find_package(fbt COMPONENTS cli), the plugin, and the stock command from fbt::runtime)"
+  "$cmake_bin" -S "$src/examples/own_project" -B "$work/own-build" "${common[@]}" -DCMAKE_PREFIX_PATH="$prefix" -DFBT_STOCK_MAIN="$src/tools/fbt.cpp"
   "$cmake_bin" --build "$work/own-build"
+  [[ -f "$work/own-build/liblowrank.so" ]] || { echo "FAIL: fbt_add_plugin did not build liblowrank.so" >&2; exit 1; }
+  [[ -x "$work/own-build/stock_fbt" ]] || { echo "FAIL: the installed fbt has no fbt::runtime (the stock command was not built)" >&2; exit 1; }
   tool="$work/own-build/mytool"
   run="$work/runs"
   tiny=(--hidden_size 32 --num_hidden_layers 2 --num_attention_heads 2 --num_key_value_heads 1 --intermediate_size 64 --seq_len 32
@@ -147,7 +149,19 @@ if [[ "$mode" == own_project ]]; then
   expect "same run as fuser=glu\\+fuser.rank=4\\+seed=1" "$tool" ablate "${tiny[@]}" --vary "fuser=glu|lowrank" --vary "fuser.rank=4|8" \
     --tokens 2000 --evals 1 --task_examples 0 --decode_timing 0 --out_dir "$run/grid"
   grep -q "fuser=lowrank+fuser.rank=8+seed=1" "$run/grid/summary.csv" || { echo "FAIL: summary.csv lacks the rank-8 run" >&2; exit 1; }
-  echo "own_project: every command ran on the project's own types"
+  step "the stock command of the installed runtime with the project's plugin: train, resume, sample in the plugin's mode"
+  stock="$work/own-build/stock_fbt"
+  plug=(--plugin "$work/own-build/liblowrank.so")
+  expect "eval @ step 4" "$stock" train "${plug[@]}" "${tiny[@]}" "${own[@]}" --steps 4 --out_dir "$run/stock"
+  expect "eval @ step 8" "$stock" train "${plug[@]}" --resume "$run/stock/checkpoint" --steps 8 --out_dir "$run/stock"
+  for f in model.safetensors train_state.safetensors; do
+    cmp "$run/straight/checkpoint/$f" "$run/stock/checkpoint/$f" || { echo "FAIL: the plugin's run ($f) differs from the command's" >&2; exit 1; }
+  done
+  expect "sample 1 \\(soft_first\\(3\\)" "$stock" sample "${plug[@]}" --checkpoint "$run/stock/checkpoint" --prompt "0123" --mode "soft_first(3)" \
+    --temperature 0 --max_new_tokens 6
+  if out="$("$stock" sample --checkpoint "$run/stock/checkpoint" --prompt "0123" 2>&1)"; then echo "FAIL: loaded without its plugin" >&2; exit 1; fi
+  grep -q 'made with plugin liblowrank.so' <<<"$out" || { echo "$out"; echo "FAIL: the refusal does not name the plugin" >&2; exit 1; }
+  echo "own_project: every command ran on the project's own types, compiled in and as a plugin of the stock command"
   exit 0
 fi
 

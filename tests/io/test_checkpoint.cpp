@@ -390,7 +390,8 @@ TEST_F(Checkpoint, SavingIsAtomic) {
   // Saving over an existing file replaces it (and the stale temporary).
   fbt::save_model(p, b);
   EXPECT_FALSE(fs::exists(p + ".tmp"));
-  EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), p, "fuser is \"none\"", "\"glu\"");  // a glu type does not load a baseline
+  using GluModel = fbt::Model<float, fbt::GluFuser<float>>;
+  EXPECT_FBT_ERROR(fbt::load_model<GluModel>(p), p, "fuser is \"none\"", "\"glu\"");  // a glu type does not load a baseline
   const auto r = fbt::load_model<fbt::Model<float, fbt::NoFuser<float>>>(p);
   EXPECT_EQ(r.cfg.fuser, "none");
   EXPECT_TRUE(same_bits(r.params.values(), b.params.values(), b.params.size()));
@@ -586,7 +587,7 @@ TEST_F(Checkpoint, V1FilesLoadComputeAndSaveBackByteForByte) {
       ds[T + 5] = 1;
       fbt::Workspace<M> w;
       fbt::StepOptions o;
-      o.K = M::has_feedback ? 3 : 1, o.backward = false;
+      o.K = m.feedback() ? 3 : 1, o.backward = false;
       const fbt::StepStats st = fbt::multipass_step(m, w, fbt::Batch{B, T, tok.data(), tgt.data(), ds.data()}, o);
       const auto& want = expect[fuser]["pass_loss"];
       ASSERT_EQ(int(want.size()), o.K);

@@ -113,8 +113,10 @@ TEST_F(Hf, OneEntryPointForEveryKindOfCheckpoint) {
   }
   EXPECT_FALSE(fbt::is_hf_model_dir(path("fbt_dir")));
   EXPECT_FALSE(fbt::is_hf_model_dir(path("fbt_dir/model.safetensors")));
-  // a full-bandwidth type does not load a plain directory
-  EXPECT_FBT_ERROR(fbt::load_checkpoint<fbt::Model<float>>(path("hf")), "fuser is \"none\"", "\"glu\"");
+  // a model type with a concrete full-bandwidth fuser does not load a plain directory (Model<float> loads it)
+  using GluModel = fbt::Model<float, fbt::GluFuser<float>>;
+  EXPECT_FBT_ERROR(fbt::load_checkpoint<GluModel>(path("hf")), "fuser is \"none\"", "\"glu\"");
+  EXPECT_EQ(fbt::load_checkpoint<fbt::Model<float>>(path("hf")).cfg.fuser, "none");
 }
 
 TEST_F(Hf, ConfigsFbtDoesNotImplementAreRefusedByName) {

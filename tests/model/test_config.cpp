@@ -119,7 +119,7 @@ TEST(ModelConfig, TheFuserNameChoosesTheType) {
   for (const char* f : {"none", "glu", "gated_add", "concat"}) {
     c.fuser = f;
     std::string got;
-    with_model<float>(c, [&](auto tag) { got = decltype(tag)::type::Fuser::name; });
+    with_model<float>(c, [&](auto tag) { got = typename decltype(tag)::type(c, 0).fuser().type_name(); });
     EXPECT_EQ(got, f);
   }
 }
@@ -132,12 +132,12 @@ TEST(ModelConfig, LegacyFuserFieldsAreReadAsOptions) {
   c.glu_init = "fan_in";
   Model<double> m(c, 1);
   EXPECT_EQ(m.cfg.fuser_options, (Options{{"init", OptionValue::of_string("fan_in")}}));
-  EXPECT_EQ(m.fuser.init, GluInit::FanIn);
+  EXPECT_EQ(m.fuser().get_if<GluFuser<double>>()->init, GluInit::FanIn);
   EXPECT_EQ(to_json(Model<double>::normalized(c)), to_json(m.cfg));
   c.fuser_options = {{"init", OptionValue::of_string("identity_both")}};
   EXPECT_FBT_ERROR(Model<double>(c, 1), "glu_init", "differs from fuser_options.init");
   c.glu_init = "default";
-  EXPECT_EQ(Model<double>(c, 1).fuser.init, GluInit::IdentityBoth);
+  EXPECT_EQ(Model<double>(c, 1).fuser().get_if<GluFuser<double>>()->init, GluInit::IdentityBoth);
   c.fuser_options = {{"rank", OptionValue::of_int(2)}};
   EXPECT_FBT_ERROR(Model<double>(c, 1), "fuser_options.rank: unknown option of fuser \"glu\" (its options: init)");
   c.fuser = "none";

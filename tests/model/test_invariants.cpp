@@ -113,7 +113,12 @@ TEST(GateNorm, SharedIsNinsGain) {
       EXPECT_FALSE(m.params.has("model.feedback.gate_norm.weight")) << fuser;
       EXPECT_TRUE(ms.params.has("model.feedback.gate_norm.weight")) << fuser;
       EXPECT_EQ(m.params.size() + std::size_t(cfg.hidden_size), ms.params.size()) << fuser;
-      if constexpr (M::has_feedback) EXPECT_EQ(m.fuser.gate_norm.g, m.in_norm.g) << fuser;
+      // the fuser's gate norm reads N_in's gain (the same offset)
+      const auto& f = m.fuser();
+      const std::size_t g = f.template get_if<GluFuser<double>>()         ? f.template get_if<GluFuser<double>>()->gate_norm.g
+                            : f.template get_if<GatedAddFuser<double>>() ? f.template get_if<GatedAddFuser<double>>()->gate_norm.g
+                                                                         : f.template get_if<ConcatFuser<double>>()->gate_norm.g;
+      EXPECT_EQ(g, m.input().in_norm.g) << fuser;
       EXPECT_EQ(cfg.parameter_count(), std::uint64_t(m.params.size())) << fuser;
     });
   }

@@ -1,5 +1,6 @@
-// tests/model/test_mixed_stack.cpp: a stack of mixed block types, MixedBlock<T, Bs...> (fbt/layers/mixed_block.hpp),
-// through the model, the K-pass step, the decoder, checkpoints and the trainer, none of which is changed for it.
+// tests/model/test_mixed_stack.cpp: a stack of mixed block types: Model<T>'s blocks are erased at their slot
+// (AnyBlock<T>, fbt/layers/any_piece.hpp), so layer l may be any registered type; through the model, the K-pass
+// step, the decoder, checkpoints and the trainer, none of which is changed for it.
 //
 // The stack: 3 layers, decoder, gated_attn, decoder: a user block (examples/own_project/my_pieces.hpp GatedBlock,
 // the attention output scaled by a learned gate) between two built-in ones, chosen by the config key
@@ -9,9 +10,9 @@
 // - the K = 3 chain gradient against central finite differences in double (normwise rel err < 1e-6);
 // - KV-cached decoding equals the training forward: standard decoding = pass 1's logits at every position,
 //   the fused(k) prefill = pass k+1's logits at the prompt's last position (1e-10, logits are O(1));
-// - a checkpoint round trip (with_model picks the mixed type from the file's config), and refusals naming
-//   the layer: a layer_blocks entry this type does not know, a model whose layer_blocks differs, a block
-//   option of no listed type, a plain model type given layer_blocks;
+// - a checkpoint round trip, and refusals naming the layer: a layer_blocks entry this program does not know,
+//   a model whose layer_blocks differs, a block option of no used type, a model of one concrete block type
+//   given layer_blocks;
 // - the trainer runs a few steps (float) and resumes bit-identically.
 #include <gtest/gtest.h>
 
@@ -25,7 +26,6 @@
 #include "examples/own_project/my_pieces.hpp"
 #include "fbt/decode/decoder.hpp"
 #include "fbt/io/checkpoint.hpp"
-#include "fbt/layers/mixed_block.hpp"
 #include "fbt/train/trainer.hpp"
 
 // The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
@@ -36,9 +36,8 @@ using namespace fbt_test;
 
 namespace {
 
-template <class T> using Blocks = TypeList<DecoderBlock<T>, GatedBlock<T>>;
-template <class T> using Mixed = MixedBlock<T, DecoderBlock<T>, GatedBlock<T>>;
-template <class T> using MixedModel = Model<T, GluFuser<T>, Mixed<T>>;
+FBT_REGISTER_BLOCK(GatedBlock);  // "gated_attn", known to every config this program reads
+template <class T> using MixedModel = Model<T>;
 
 ModelConfig mixed_config(const std::string& fuser = "glu") {
   ModelConfig c = tiny_config(fuser);
@@ -77,18 +76,16 @@ TEST(MixedStack, EachLayerIsBuiltAsItsType) {
   EXPECT_EQ(m.cfg.layer_blocks, (std::vector<std::string>{"decoder", "gated_attn", "decoder"}));
   ASSERT_EQ(m.cfg.block_options.count("gated_attn.gate_init"), 1u);
   EXPECT_EQ(m.cfg.block_options.at("gated_attn.gate_init").r, 0.5);
-  // with_model picks the mixed type when layer_blocks is set and the lists know its types
-  bool mixed = false;
-  with_model<double, BuiltinFusers<double>, Blocks<double>>(mixed_config(), [&](auto tag) {
-    mixed = std::is_same<typename decltype(tag)::type, MixedModel<double>>::value;
-  });
-  EXPECT_TRUE(mixed);
+  // one model type for every stack
+  bool one_type = false;
+  with_model<double>(mixed_config(), [&](auto tag) { one_type = std::is_same<typename decltype(tag)::type, Model<double>>::value; });
+  EXPECT_TRUE(one_type);
 }
 
 TEST(MixedStack, ComposedFromPartsDescribesItselfAsTheConfigDoes) {
   const ModelConfig c = mixed_config();
   LayerSpec s = layer_spec(c, 0);
-  std::vector<Mixed<double>> bl{make_block<DecoderBlock<double>>(s), make_block<GatedBlock<double>>(layer_spec(c, 1), {{"gate_init", OptionValue::of_real(0.5)}}),
+  std::vector<AnyBlock<double>> bl{make_block<DecoderBlock<double>>(s), make_block<GatedBlock<double>>(layer_spec(c, 1), {{"gate_init", OptionValue::of_real(0.5)}}),
                                 make_block<DecoderBlock<double>>(layer_spec(c, 2))};
   MixedModel<double> m(Embedding<double>(c.vocab_size, c.hidden_size, c.initializer_range), bl, FuserConfig<GluFuser<double>>::make(c), model_options(c), 1);
   EXPECT_EQ(m.cfg.block, "mixed");
@@ -165,7 +162,7 @@ TEST(MixedStack, CheckpointRoundTripAndRefusalsNameTheLayer) {
   save_model(dir + "/m.safetensors", m);
   bool loaded = false;
   const ModelConfig file_cfg = m.cfg;
-  with_model<float, BuiltinFusers<float>, Blocks<float>>(file_cfg, [&](auto tag) {
+  with_model<float>(file_cfg, [&](auto tag) {
     using M = typename decltype(tag)::type;
     const M back = load_model<M>(dir + "/m.safetensors");
     ASSERT_EQ(back.params.size(), m.params.size());
@@ -181,7 +178,7 @@ TEST(MixedStack, CheckpointRoundTripAndRefusalsNameTheLayer) {
   const std::string e = error_of([&] { load_model_into(dir + "/m.safetensors", o); });
   EXPECT_NE(e.find("layer_blocks[0]"), std::string::npos) << e;
   EXPECT_NE(e.find("\"decoder\" in the file but \"gated_attn\" in the model"), std::string::npos) << e;
-  // a type this mixed stack does not know, at layer 2
+  // a type this program does not know, at layer 2
   ModelConfig bad = mixed_config();
   bad.layer_blocks[2] = "nosuch";
   const std::string e2 = error_of([&] { MixedModel<float> x(bad, 1); });
@@ -192,8 +189,8 @@ TEST(MixedStack, CheckpointRoundTripAndRefusalsNameTheLayer) {
   opt.block_options["decoder.gate_init"] = OptionValue::of_real(0.5);
   const std::string e3 = error_of([&] { MixedModel<float> x(opt, 1); });
   EXPECT_NE(e3.find("block_options.decoder.gate_init"), std::string::npos) << e3;
-  // a plain model type refuses a mixed config; a config with layer_blocks but another block is refused
-  const std::string e4 = error_of([&] { Model<float> x(mixed_config(), 1); });
+  // a model of one concrete block type refuses a mixed config; a config with layer_blocks but another block is refused
+  const std::string e4 = error_of([&] { Model<float, GluFuser<float>, DecoderBlock<float>> x(mixed_config(), 1); });
   EXPECT_NE(e4.find("mixed"), std::string::npos) << e4;
   ModelConfig nb = mixed_config();
   nb.block = "decoder";
@@ -203,9 +200,10 @@ TEST(MixedStack, CheckpointRoundTripAndRefusalsNameTheLayer) {
   cnt.layer_blocks.pop_back();
   const std::string e6 = error_of([&] { cnt.validate(); });
   EXPECT_NE(e6.find("layer_blocks"), std::string::npos) << e6;
-  // the library's own lists know one block type: a mixed config is refused with what to do
-  const std::string e7 = error_of([&] { with_model<float>(mixed_config(), [](auto) {}); });
-  EXPECT_NE(e7.find("layer_blocks"), std::string::npos) << e7;
+  // a type this program does not know is refused before a model is built, with what to do
+  const std::string e7 = error_of([&] { with_model<float>(bad, [](auto) {}); });
+  EXPECT_NE(e7.find("layer_blocks[2]"), std::string::npos) << e7;
+  EXPECT_NE(e7.find("--plugin"), std::string::npos) << e7;
 }
 
 TEST(MixedStack, TrainerRunsAndResumesBitIdentically) {

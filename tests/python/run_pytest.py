@@ -3,7 +3,7 @@
 
 Exit 77 (ctest: Skipped) with a line saying why when the extension was not built or pytest/numpy are missing;
 else pytest's status (5, no test collected, counts as a failure: a file that tests nothing is a defect).
-Usage: run_pytest.py --built 0|1 --package-dir DIR --cli PATH_OR_EMPTY --work-dir DIR FILE
+Usage: run_pytest.py --built 0|1 --package-dir DIR --cli PATH_OR_EMPTY --plugin PATH_OR_EMPTY --work-dir DIR FILE
 """
 import argparse
 import os
@@ -16,6 +16,7 @@ def main():
     ap.add_argument("--built", required=True)
     ap.add_argument("--package-dir", required=True)
     ap.add_argument("--cli", default="")
+    ap.add_argument("--plugin", default="")
     ap.add_argument("--work-dir", required=True)
     ap.add_argument("file")
     a = ap.parse_args()
@@ -33,7 +34,7 @@ def main():
     env["PYTHONPATH"] = a.package_dir + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["FBT_CLI"] = a.cli
     env["FBT_TEST_WORK_DIR"] = a.work_dir
-    env["FBT_OWN_MODULE_DIR"] = os.path.join(os.path.dirname(a.work_dir), "own_module")  # tests/python/own_module of the build
+    env["FBT_PLUGIN"] = a.plugin  # examples/own_project's pieces as a plugin (liblowrank.so), when the tests built it
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     os.makedirs(a.work_dir, exist_ok=True)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", os.path.dirname(a.file), a.file]

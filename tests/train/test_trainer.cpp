@@ -283,8 +283,9 @@ TEST(Trainer, BadDataAndConfigAreRefusedClearly) {
   using BaselineTrainer = Trainer<Model<float, NoFuser<float>>>;
   EXPECT_THROW(BaselineTrainer t(c), Error);
   c = tiny(temp_dir("bad"));
-  c.model.fuser = "concat";  // a config for another model type
-  EXPECT_THROW(Trainer<Model<float>> t(c), Error);
+  c.model.fuser = "concat";  // a config for another model type (a concrete fuser type)
+  using GluTrainer = Trainer<Model<float, GluFuser<float>>>;
+  EXPECT_THROW(GluTrainer t(c), Error);
   EXPECT_THROW(set_config_field(c, "hidden", "3"), Error);
   EXPECT_THROW(set_config_field(c, "hidden_size", "three"), Error);
   set_config_field(c, "pass_mix", "2:0.5,3:0.5");

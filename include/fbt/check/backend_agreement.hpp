@@ -103,7 +103,7 @@ BackendAgreement check_backend_agreement(M& m, const Batch& b, const StepOptions
     r.quantity.push_back({"grad " + sp.name, detail::agreement_error(g.data() + sp.offset, m.params.grads() + sp.offset, sp.size)});
   // decoding: a prefill of the first row's first tokens, then decode_steps steps on its next tokens
   std::vector<std::string> modes{"standard"};
-  if (M::has_feedback) modes.push_back("soft"), modes.push_back("fused(1)");
+  if (m.feedback()) modes.push_back("soft"), modes.push_back("fused(1)");
   const int V = m.V, P = b.T - decode_steps;
   std::vector<T> lc(static_cast<std::size_t>(V)), ld(static_cast<std::size_t>(V));  // (V) logits
   for (const auto& mode : modes) {

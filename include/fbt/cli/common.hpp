@@ -44,7 +44,8 @@ inline const char* kUsage =
     "  logits   per-pass logits of a checkpoint on a text, as .npy (for cross-checks with other implementations)\n"
     "  export   a checkpoint as a Hugging Face directory (Qwen3ForCausalLM: config.json + model.safetensors)\n"
     "  probe    linear probes per prefill mode and depth of a checkpoint on probe items or the paper's probing tasks\n\n"
-    "fbt <command> --help lists the command's options.\n";
+    "fbt <command> --help lists the command's options. Every command takes --plugin FILE (repeatable): a shared object\n"
+    "of your own fusers, blocks, policies or optimizers, built with fbt_add_plugin (docs/api.md, \"your own piece in a plugin\").\n";
 
 // ----------------------------------------------------------------------------------------- memory
 /// The memory estimate of the running command, as its refusal would say it ("1.2 GB: KV cache ..."):

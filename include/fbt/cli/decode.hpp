@@ -21,7 +21,7 @@ namespace fbt {
 namespace cli {
 
 // ----------------------------------------------------------------------------------------- sample
-template <class Fusers, class Blocks> int cmd_sample(Args a) {
+inline int cmd_sample(Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt sample --checkpoint CKPT (--prompt TEXT | --prompt_ids ID,ID,...) [--output text|ids] [--sep_id N]\n"
@@ -99,14 +99,14 @@ template <class Fusers, class Blocks> int cmd_sample(Args a) {
                        "lower --n or --max_new_tokens");
   std::vector<std::vector<int>> outs;
   with_device(device, [&](auto be_tag) {
-    with_model<float, Fusers, Blocks>(mc, [&](auto tag) {
+    with_model<float>(mc, [&](auto tag) {
       using M = typename decltype(tag)::type;
       M m = load_checkpoint<M>(ck);
-      if (o.mode.feeds_back() && !M::has_feedback) {
+      if (o.mode.feeds_back() && !m.feedback()) {
         std::fprintf(stderr, "note: %s is a baseline (fuser none); decoding in standard mode\n", ck.c_str());
         o.mode = DecodeModeSpec{};
       }
-      if (o.mode.prefill_feeds_back() && !M::has_feedback)
+      if (o.mode.prefill_feeds_back() && !m.feedback())
         throw Error("fbt sample: --prefill " + o.mode.prefill.describe() + " needs a feedback fuser; " + ck + " is a baseline (fuser none)");
       on_backend<typename decltype(be_tag)::type>(m, sep, [&](auto&, const auto&, auto& dec) {
         std::vector<Request> reqs;
@@ -135,7 +135,7 @@ template <class Fusers, class Blocks> int cmd_sample(Args a) {
 
 // ----------------------------------------------------------------------------------------- logits
 // ----------------------------------------------------------------------------------------- export
-template <class Fusers, class Blocks> int cmd_export(Args a) {
+inline int cmd_export(Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt export --checkpoint CKPT --hf DIR [--plain true] [--dtype F32|BF16]\n\n"
@@ -153,17 +153,17 @@ template <class Fusers, class Blocks> int cmd_export(Args a) {
   if (dir.empty()) throw Error("fbt export: --hf DIR (the directory to write) is required");
   if (dtype != "F32" && dtype != "BF16") throw Error("--dtype " + detail::quote_value(dtype) + ": expected F32 or BF16");
   const ModelConfig mc = cli::checkpoint_config_any_vocab(ck);
-  with_model<float, Fusers, Blocks>(mc, [&](auto tag) {
+  with_model<float>(mc, [&](auto tag) {
     using M = typename decltype(tag)::type;
     const M m = load_checkpoint<M>(ck);
     save_hf_dir(dir, m, HfExportOptions{plain, dtype});
-    std::printf("wrote %s: %s%s, %s (config.json, model.safetensors)\n", dir.c_str(), M::has_feedback && !plain ? "full-bandwidth model, fuser " : "Qwen3ForCausalLM",
-                M::has_feedback && !plain ? m.cfg.fuser.c_str() : (M::has_feedback ? " (the plain part)" : ""), dtype.c_str());
+    std::printf("wrote %s: %s%s, %s (config.json, model.safetensors)\n", dir.c_str(), m.feedback() && !plain ? "full-bandwidth model, fuser " : "Qwen3ForCausalLM",
+                m.feedback() && !plain ? m.cfg.fuser.c_str() : (m.feedback() ? " (the plain part)" : ""), dtype.c_str());
   });
   return 0;
 }
 
-template <class Fusers, class Blocks> int cmd_logits(Args a) {
+inline int cmd_logits(Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt logits --checkpoint CKPT (--text TEXT | --text_file FILE) [--passes K] [--precision fp32|bf16] [--max_memory_gb X] --out FILE.npy\n\n"
@@ -190,10 +190,10 @@ template <class Fusers, class Blocks> int cmd_logits(Args a) {
   if (K_opt > 1 && !mc.feedback()) throw Error("--passes " + std::to_string(K_opt) + ": the checkpoint is a baseline (fuser none), which has 1 pass");
   check_command_memory("logits", logits_memory(mc, K_opt > 0 ? K_opt : (mc.feedback() ? 3 : 1), std::min<long long>(tok.size(), mc.max_position_embeddings)),
                        max_memory_gb, "lower --passes or the text's length");
-  with_model<float, Fusers, Blocks>(mc, [&](auto tag) {
+  with_model<float>(mc, [&](auto tag) {
     using M = typename decltype(tag)::type;
     M m = load_checkpoint<M>(ck);
-    K = K_opt > 0 ? K_opt : (M::has_feedback ? 3 : 1);
+    K = K_opt > 0 ? K_opt : (m.feedback() ? 3 : 1);
     if (int(tok.size()) > m.cfg.max_position_embeddings) tok.resize(m.cfg.max_position_embeddings);
     Tn = int(tok.size()), V = m.V;
     if (Tn < 2) throw Error("fbt logits: the text must hold at least one byte");

@@ -122,7 +122,7 @@ inline int cmd_demo(Args a) {
       {  // the same windows' losses one by one, for the paired t-intervals
         using TM = std::decay_t<decltype(trainer.model)>;
         Workspace<TM> ws;
-        const int K = TM::has_feedback ? std::max(trainer.cfg.schedule.K_max, 1) : 1;
+        const int K = trainer.model.feedback() ? std::max(trainer.cfg.schedule.K_max, 1) : 1;
         evaluate_passes(trainer.model, ws, *trainer.data, trainer.cfg.seq_len, K, trainer.cfg.eval_windows, 8, nullptr, &d.window_loss);
       }
       auto& dec = trainer.decoder();

@@ -20,7 +20,7 @@ namespace fbt {
 namespace cli {
 
 // ----------------------------------------------------------------------------------------- ablate
-template <class Fusers, class Blocks> int cmd_ablate(Args a) {
+inline int cmd_ablate(Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt ablate [--grid FILE.json] [--vary FIELD=v1|v2|...] [--seeds 1,2,3] [--tokens N] [--evals N]\n"
@@ -72,7 +72,7 @@ template <class Fusers, class Blocks> int cmd_ablate(Args a) {
   set_config_fields(g.base, a);  // the rest: base fields (a preset first)
   for (const auto& kv : a)
     if (kv.first != "preset") g.base_fields[kv.first] = kv.second;
-  const auto runs = expand_grid<Fusers, Blocks>(g);
+  const auto runs = expand_grid(g);
   if (detail::parse_bool("dry_run", dry)) {
     long steps = 0;
     double compute = 0;
@@ -114,10 +114,10 @@ template <class Fusers, class Blocks> int cmd_ablate(Args a) {
       throw Error("fbt ablate --distributed mpi trains the runs one after another, each over all ranks; --jobs " + std::to_string(g.jobs) +
                   " (runs side by side) does not combine with it: leave jobs at 1");
     Communicator& c = mpi_world("ablate");
-    const int failed = run_grid_distributed<Fusers, Blocks>(g, c, c.rank() == 0 ? stderr : nullptr);
+    const int failed = run_grid_distributed(g, c, c.rank() == 0 ? stderr : nullptr);
     return failed ? 1 : 0;
   }
-  const int failed = run_grid<Fusers, Blocks>(g, stderr);
+  const int failed = run_grid(g, stderr);
   return failed ? 1 : 0;
 }
 

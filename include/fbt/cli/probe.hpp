@@ -12,7 +12,7 @@
 namespace fbt {
 namespace cli {
 
-template <class Fusers, class Blocks> int cmd_probe(Args a) {
+inline int cmd_probe(Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt probe --checkpoint CKPT (--items FILE.jsonl | --task completion|delayed_memory|latest_write|running_sum|permutation|brackets)\n"
@@ -70,7 +70,7 @@ template <class Fusers, class Blocks> int cmd_probe(Args a) {
                 std::to_string(mc.max_position_embeddings) + ")");
   const int sep = mc.vocab_size == ByteTokenizer::kVocabSize ? kSep : -1;
   ProbeResult r;
-  with_model<float, Fusers, Blocks>(mc, [&](auto tag) {
+  with_model<float>(mc, [&](auto tag) {
     using M = typename decltype(tag)::type;
     const M m = load_checkpoint<M>(ck);
     r = run_probe(m, ex, classes, o, sep);

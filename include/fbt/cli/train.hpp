@@ -1,5 +1,5 @@
-// fbt/cli/train.hpp: `fbt train` and `fbt eval` over the fusers and blocks a command knows (Fusers, Blocks:
-// TypeLists, model/builder.hpp).
+// fbt/cli/train.hpp: `fbt train` and `fbt eval`, over the fusers and blocks this program knows (the
+// registries, model/pieces.hpp).
 #pragma once
 
 #include <atomic>
@@ -36,8 +36,9 @@ inline void print_options(const char* kind, const std::string& name, const Optio
   }
   std::printf("  %-9s %-12s%s\n", kind, name.c_str(), line.empty() ? " (no options)" : line.c_str() + 1);
 }
-template <class... X> void print_pieces(const char* kind, TypeList<X...>) {
-  (print_options(kind, X::name, declared_options<X>()), ...);
+/// Every piece of a registry (model/pieces.hpp) with its options.
+template <class R> void print_pieces(const char* kind, const R& reg) {
+  for (const auto& n : reg.names()) print_options(kind, n, reg.info(n).options);
 }
 
 /// What a run of `fbt train` ended with (run_train).
@@ -62,7 +63,7 @@ struct TrainHooks {
 /// \brief `fbt train` with its options `a` (the flags without "--": config, resume, device, preset and
 /// every TrainConfig field): the same config, checks, run directory, lock and trainer as the command,
 /// which is this function plus its help text. Throws fbt::Error as the command refuses.
-template <class Fusers, class Blocks> TrainOutcome run_train(Args a, const TrainHooks& h = {}) {
+inline TrainOutcome run_train(Args a, const TrainHooks& h = {}) {
   TrainOutcome o;
   auto watch = [&](auto& t) {  // the last step's losses, then the program's observer
     t.on_step = [&o, &h](const StepReport& r) {
@@ -94,7 +95,7 @@ template <class Fusers, class Blocks> TrainOutcome run_train(Args a, const Train
     const auto lock = lock_out_dir(out_dir, a, rec.distributed);
     if (h.stop_handlers) install_stop_handlers();
     with_device(device, [&](auto be_tag) {
-      with_model<float, Fusers, Blocks>(rec.model, [&](auto tag) {
+      with_model<float>(rec.model, [&](auto tag) {
         using M = typename decltype(tag)::type;
         auto t = Trainer<M, typename decltype(be_tag)::type>::resume(resume, [&](TrainConfig& c) {
           const long before = c.steps;
@@ -123,7 +124,7 @@ template <class Fusers, class Blocks> TrainOutcome run_train(Args a, const Train
   if (h.stop_handlers) install_stop_handlers();  // SIGTERM, SIGINT: the step under way finishes, a checkpoint is written
   resolve_data_path(c);   // the run's record names its corpus by absolute path (eval works from anywhere)
   with_device(device, [&](auto be_tag) {
-    with_model<float, Fusers, Blocks>(c.model, [&](auto tag) {
+    with_model<float>(c.model, [&](auto tag) {
       Trainer<typename decltype(tag)::type, typename decltype(be_tag)::type> t(c);
       attach_distributed(t, c.distributed);
       g_progress_started = c.progress;
@@ -136,7 +137,7 @@ template <class Fusers, class Blocks> TrainOutcome run_train(Args a, const Train
 }
 
 /// `fbt train`: its help text, or run_train.
-template <class Fusers, class Blocks> int cmd_train(Args a) {
+inline int cmd_train(Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt train [--config FILE.json] [--resume CHECKPOINT_DIR] [--FIELD VALUE ...]\n\n"
@@ -158,19 +159,19 @@ template <class Fusers, class Blocks> int cmd_train(Args a) {
       std::printf("  %-6s %s\n", name.c_str(), line.c_str());
     }
     std::printf("\nthe pieces this command knows, with their options (--fuser.NAME VALUE, --block.NAME VALUE, --optimizer.NAME VALUE):\n");
-    print_pieces("fuser", Fusers{});
-    print_pieces("block", Blocks{});
+    print_pieces("fuser", fuser_registry<float>());
+    print_pieces("block", block_registry<float>());
     for (const auto& n : split(OptimizerRegistry::global().names(), ',')) {
       const std::string name = n.substr(n.find_first_not_of(' '));
       print_options("optimizer", name, OptimizerRegistry::global().options(name));
     }
     return 0;
   }
-  return run_train<Fusers, Blocks>(std::move(a)).rc;
+  return run_train(std::move(a)).rc;
 }
 
 // ------------------------------------------------------------------------------------------- eval
-template <class Fusers, class Blocks> int cmd_eval(Args a) {
+inline int cmd_eval(Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt eval --checkpoint CKPT [--data task:NAME|FILE] [--task_difficulty N] [--task_length L] [--task_reveal Q] [--seq_len T] [--windows N]\n"
@@ -281,12 +282,12 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
   check_command_memory("eval", eval_memory(c, mc, K_opt > 0 ? K_opt : (mc.feedback() ? 3 : 1)), max_memory_gb, "lower --seq_len or --passes");
   with_device(device, [&](auto be_tag) {
     using Be = typename decltype(be_tag)::type;
-    with_model<float, Fusers, Blocks>(mc, [&](auto tag) {
+    with_model<float>(mc, [&](auto tag) {
       using M = typename decltype(tag)::type;
       M m = load_checkpoint<M>(ck);
       c.model = m.cfg;
       auto data = make_data_source(c);
-      const int K = K_opt > 0 ? K_opt : (M::has_feedback ? 3 : 1);
+      const int K = K_opt > 0 ? K_opt : (m.feedback() ? 3 : 1);
       on_backend<Be>(m, data->doc_sep(), [&](Be& be, const Weights<float>& wt, auto& dec) {
         Workspace<M, Be> w;
         std::printf("checkpoint %s: %zu parameters, fuser %s; data %s%s\n", ck.c_str(), m.params.size(), m.cfg.fuser.c_str(), data->describe().c_str(),
@@ -303,7 +304,7 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
         if (!std::isnan(opt)) std::printf("  optimal loss %.4f  (the data's closed form, same %d windows)\n", opt, nw);
         if (seq_windows != 0) {
           std::printf("  sequential (standard) loss %.4f\n", sequential_loss(dec, *data, c.seq_len, seq_windows, DecodeModeSpec{}));
-          if (M::has_feedback)
+          if (m.feedback())
             std::printf("  sequential (soft) loss %.4f\n", sequential_loss(dec, *data, c.seq_len, seq_windows, DecodeModeSpec::parse("soft")));
           const int ns = detail::sequential_eval_windows(*data, c.seq_len, seq_windows);
           const double sopt = data->mean_optimal_loss(c.seq_len, ns);
@@ -320,7 +321,7 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
           }
           const int prompt = std::min(16, c.seq_len - 1);
           for (const char* mode : {"standard", "soft"}) {
-            if (!M::has_feedback && std::string(mode) == "soft") continue;
+            if (!m.feedback() && std::string(mode) == "soft") continue;
             const GreedyAgreement g = greedy_agreement(dec, wins, DecodeModeSpec::parse(mode), Precision::fp32, Precision::bf16, prompt, 64);
             long never = 0;
             for (int f : g.first_divergence) never += f < 0;
@@ -331,11 +332,11 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
         }
         if (task_examples > 0) {  // greedy answers per mode and length, paired tests on the same problems
           std::vector<std::string> modes{"standard"};
-          if (M::has_feedback) modes.insert(modes.end(), {"soft", "fused(1)", "fused(2)"});
+          if (m.feedback()) modes.insert(modes.end(), {"soft", "fused(1)", "fused(2)"});
           std::string traces_mode;
           if (!traces_out.empty()) {
-            const DecodeModeSpec tm = DecodeModeSpec::parse(traces_mode_opt.empty() ? (M::has_feedback ? "soft" : "standard") : traces_mode_opt);
-            if ((tm.feeds_back() || tm.prefill_feeds_back()) && !M::has_feedback)
+            const DecodeModeSpec tm = DecodeModeSpec::parse(traces_mode_opt.empty() ? (m.feedback() ? "soft" : "standard") : traces_mode_opt);
+            if ((tm.feeds_back() || tm.prefill_feeds_back()) && !m.feedback())
               throw Error("--traces_mode " + tm.name() + ": needs a feedback fuser; " + ck + " is a baseline (fuser none)");
             traces_mode = tm.name();
             if (std::find(modes.begin(), modes.end(), traces_mode) == modes.end()) modes.push_back(traces_mode);
@@ -370,7 +371,7 @@ template <class Fusers, class Blocks> int cmd_eval(Args a) {
             std::printf("  wrote %d %s traces to %s (left out: %d wrong, %d empty, %d not ASCII)\n", tw.written, traces_mode.c_str(), traces_out.c_str(), tw.wrong,
                         tw.empty, tw.not_text);
         }
-        if (M::has_feedback && monitor > 0) {
+        if (m.feedback() && monitor > 0) {
           std::vector<int> tok, tgt;
           std::vector<std::uint8_t> ds;
           data->eval_window(0, c.seq_len, tok, tgt, ds);

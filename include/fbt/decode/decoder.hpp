@@ -54,7 +54,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
   using T = typename M::Scalar;
   using Seq = Sequence<M, Be>;
   template <class U> using Buf = typename Be::template Buf<U>;
-  static constexpr bool fb = M::has_feedback;
+  static constexpr bool fb = M::may_feed_back;  // the fed-back code is compiled (m.feedback() says whether it runs)
 
   /// \brief Decodes with a host model's current weights on the CPU. \param sep_token the document separator (-1: none).
   explicit Decoder(const M& m, int sep_token = -1) : m_(m), be_(&own_be_), sep_(sep_token) {
@@ -81,8 +81,8 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
     FBT_ASSERT(capacity > 0 && capacity <= m_.opts.max_position_embeddings,
                "sequence capacity " + std::to_string(capacity) + " must be in [1, max_position_embeddings=" +
                    std::to_string(m_.opts.max_position_embeddings) + "]");
-    FBT_ASSERT(!mode.feeds_back() || fb, "decoding mode " + mode.name() + " needs a feedback fuser (the model's fuser is none)");
-    FBT_ASSERT(!mode.prefill_feeds_back() || fb, "prefill " + mode.prefill.describe() + " of decoding mode " + mode.name() +
+    FBT_ASSERT(!mode.feeds_back() || m_.feedback(), "decoding mode " + mode.name() + " needs a feedback fuser (the model's fuser is none)");
+    FBT_ASSERT(!mode.prefill_feeds_back() || m_.feedback(), "prefill " + mode.prefill.describe() + " of decoding mode " + mode.name() +
                                                      " needs a feedback fuser (the model's fuser is none)");
     Seq s;
     s.capacity = capacity, s.mode = mode;
@@ -104,7 +104,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
     FBT_ASSERT(s.len == 0 && !s.has_h, "prefill of a sequence that already holds tokens");
     FBT_ASSERT(P <= s.capacity, "prompt of " + std::to_string(P) + " tokens exceeds the sequence capacity " + std::to_string(s.capacity));
     if (!s.mode.recurrent_prefill()) return prefill_passes(s, prompt, P, s.mode.prefill_passes(), logits);
-    FBT_ASSERT(fb, "recurrent prefill needs a feedback fuser (the model's fuser is none)");
+    FBT_ASSERT(m_.feedback(), "recurrent prefill needs a feedback fuser (the model's fuser is none)");
     refresh_pre_table(weights_());
     const int n = s.mode.prefill.recurrent_steps(P);
     prefill_passes(s, prompt, P - n, 1, logits);
@@ -131,7 +131,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
     int start = 0;  // the last document start in the prompt
     for (int t = 0; t < P; ++t)
       if (t == 0 || prompt[t] == sep_) docs_[t] = 1, start = t;
-    FBT_ASSERT(passes >= 1 && (passes == 1 || fb), "decoding mode " + s.mode.name() + ": " + std::to_string(passes) +
+    FBT_ASSERT(passes >= 1 && (passes == 1 || m_.feedback()), "decoding mode " + s.mode.name() + ": " + std::to_string(passes) +
                                                       " prefill passes (at least 1; more than 1 needs a feedback fuser)");
     PassRunner<M, Be> run(*be_, m_, w, ws_);
     run.prepare(1, P, 1, false);
@@ -176,7 +176,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
       const bool doc_start = tokens[r] == sep_;
       if (doc_start && m_.opts.doc_masked) s.len = 0;  // a new document: nothing before it is visible
       FBT_ASSERT(s.len < s.capacity, "sequence is full (" + std::to_string(s.capacity) + " positions)");
-      const bool fused = fb && s.has_h && !doc_start && (s.prefilling || (s.mode.feeds_back() && s.mode.feed(PolicyStep{s.len, s.generated})));
+      const bool fused = m_.feedback() && s.has_h && !doc_start && (s.prefilling || (s.mode.feeds_back() && s.mode.feed(PolicyStep{s.len, s.generated})));
       hmask_[r] = fused ? T(1) : T(0);
       any_fused |= fused;
       hint_[r] = tokens[r], hint_[R + r] = s.len, hint_[2 * R + r] = s.len + 1;
@@ -203,7 +203,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
     m_.embed.forward(*be_, w, e_, tok, R);
     if constexpr (fb) {
       if (any_fused) {
-        const int P = FuserOps<typename M::Fuser>::pre_width(m_.fuser);
+        const int P = FuserOps<typename M::Fuser>::pre_width(m_.fuser());
         if (P > 0) {
           if (pre_table_.size() == 0) refresh_pre_table(w);
           be_->embedding_forward(pre_, tok, pre_table_.data(), R, V, P);  // the precompute, from the per-token table
@@ -267,7 +267,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
   void refresh_pre_table(const Weights<T>& w) {
     if constexpr (fb) {
       using Ops = FuserOps<typename M::Fuser>;
-      const int P = Ops::pre_width(m_.fuser), V = m_.V;
+      const int P = Ops::pre_width(m_.fuser()), V = m_.V;
       if (P == 0) return;
       const std::uint64_t v = version_();
       if (v == pre_version_ && pre_table_.size() > 0) return;
@@ -275,10 +275,10 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
       pre_table_.resize(std::size_t(V) * P);
       lay_out_regions<T>(pre_tmp_, [&](Regions<T>& r) {
         Carver<T> t = r.temp();
-        Ops::alloc_pre(m_.fuser, *be_, r.keep, t, pc, V, false);
+        Ops::alloc_pre(m_.fuser(), *be_, r.keep, t, pc, V, false);
         r.done(t);
       });
-      Ops::pre_forward(m_.fuser, *be_, w, pc, w.value + m_.embed.w, pre_table_.data(), V);
+      Ops::pre_forward(m_.fuser(), *be_, w, pc, w.value + m_.embed.w, pre_table_.data(), V);
       pre_version_ = v;
     }
   }
@@ -295,10 +295,10 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
       rstd_ = a.take(R), rin_ = a.take(R), mask_ = a.take(R), lg_ = a.take(std::size_t(R) * V);
       pre_ = nullptr;
       if constexpr (fb) {
-        const int P = FuserOps<typename M::Fuser>::pre_width(m_.fuser);
+        const int P = FuserOps<typename M::Fuser>::pre_width(m_.fuser());
         if (P > 0) pre_ = a.take(std::size_t(R) * P);
         Carver<T> t = r.temp();
-        m_.fuser.alloc(*be_, a, t, fc_, R, false);
+        m_.fuser().alloc(*be_, a, t, fc_, R, false);
         r.done(t);
       }
       for (int l = 0; l < L; ++l) {  // one block at a time: their buffers share the temporaries

@@ -32,6 +32,7 @@
 #include <typeinfo>
 #include <vector>
 
+#include "../core/queued.hpp"
 #include "../config.hpp"
 #include "../detail/input.hpp"
 
@@ -114,6 +115,8 @@ class PolicyRegistry {
   using Factory = std::function<std::shared_ptr<const DecodePolicy>(const std::string& arg)>;
   static PolicyRegistry& global() {
     static PolicyRegistry r;
+    std::lock_guard<std::mutex> g(r.queue_mu_);
+    detail::run_queued(r, r.applied_);  // FBT_REGISTER_POLICY of files loaded since (core/queued.hpp)
     return r;
   }
   /// Adds P (a second type of the same name is refused; the same type again is a no-op).
@@ -159,10 +162,18 @@ class PolicyRegistry {
   mutable std::mutex mu_;
   std::map<std::string, Factory> make_;
   std::map<std::string, std::string> types_;
+  std::mutex queue_mu_;
+  std::size_t applied_ = 0;
 };
 
 /// Makes policy type P known to DecodeModeSpec::parse (and so to `--mode`).
 template <class P> void register_policy() { PolicyRegistry::global().add<P>(); }
+/// Registers policy type P when the file is loaded (a program's, or a plugin's: fbt/plugin.hpp).
+#define FBT_REGISTER_POLICY(P)                                                                                  \
+  static const bool FBT_POLICY_CAT(fbt_registered_policy_, __COUNTER__) [[maybe_unused]] =                   \
+      ::fbt::detail::queue_registration<::fbt::PolicyRegistry>(+[](::fbt::PolicyRegistry& r) { r.add<P>(); })
+#define FBT_POLICY_CAT_(a, b) a##b
+#define FBT_POLICY_CAT(a, b) FBT_POLICY_CAT_(a, b)
 
 /// \brief How a prompt is prefilled, when not as its decoding policy says (`--prefill`):
 ///   policy      the policy's own prefill_passes() (the default)

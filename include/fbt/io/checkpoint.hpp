@@ -37,9 +37,26 @@
 
 namespace fbt {
 
-/// \brief The metadata a checkpoint of `cfg` carries: {"format": "pt", "config": to_json(cfg).dump()}.
+/// \brief The pieces of `cfg` that came from a plugin (fbt/plugins.hpp), as {"fuser lowrank": "liblowrank.so", ...}
+/// (the registries' record of where each piece came from); empty when every piece is built in or compiled in.
+inline nlohmann::json plugin_record(const ModelConfig& cfg) {
+  nlohmann::json r = nlohmann::json::object();
+  auto note = [&](const char* kind, const auto& reg, const std::string& name) {
+    if (reg.known(name) && !reg.info(name).origin.empty()) r[std::string(kind) + " " + name] = reg.info(name).origin;
+  };
+  note("fuser", fuser_registry<float>(), cfg.fuser);
+  if (cfg.layer_blocks.empty()) note("block", block_registry<float>(), cfg.block);
+  for (const auto& b : cfg.layer_blocks) note("block", block_registry<float>(), b);
+  return r;
+}
+
+/// \brief The metadata a checkpoint of `cfg` carries: {"format": "pt", "config": to_json(cfg).dump()}, and
+/// "plugins" (plugin_record) when a piece came from a plugin: what a program without it names in its refusal.
 inline std::map<std::string, std::string> model_metadata(const ModelConfig& cfg) {
-  return {{"format", "pt"}, {"config", to_json(cfg).dump()}};
+  std::map<std::string, std::string> m{{"format", "pt"}, {"config", to_json(cfg).dump()}};
+  const nlohmann::json p = plugin_record(cfg);
+  if (!p.empty()) m["plugins"] = p.dump();
+  return m;
 }
 
 /// \brief Every parameter of `m` as a TensorRef: spec order, spec (Qwen3) names, F32 or F64.
@@ -112,7 +129,33 @@ inline ModelConfig ckpt_config(const SafetensorsFile& f, const char* fn) {
   auto c = f.metadata.find("config");
   if (c == f.metadata.end()) ckpt_fail(fn, f.path, "__metadata__ has no \"config\" field (not an fbt checkpoint?)");
   const std::string where = std::string("fbt::") + fn + ": '" + f.path + "': __metadata__ field \"config\"";
-  return config_from_json(parse_json_strict(c->second, where), where);
+  ModelConfig cfg = config_from_json(parse_json_strict(c->second, where), where);
+  // a piece of a plugin this program has not loaded: refused here, naming the plugin the file records
+  auto pl = f.metadata.find("plugins");
+  if (pl != f.metadata.end()) {
+    nlohmann::json rec;
+    try {
+      rec = nlohmann::json::parse(pl->second);
+    } catch (const std::exception&) {
+      ckpt_fail(fn, f.path, "__metadata__ field \"plugins\" is not JSON (" + excerpt(pl->second) + ")");
+    }
+    if (!rec.is_object()) ckpt_fail(fn, f.path, "__metadata__ field \"plugins\" is not a JSON object");
+    std::string unknown, files;  // the fuser first, then the blocks
+    for (const char* kind : {"fuser", "block"})
+      for (auto it = rec.begin(); it != rec.end(); ++it) {
+        const std::string piece = it.key(), k = piece.substr(0, piece.find(' ')), name = piece.substr(piece.find(' ') + 1);
+        if (k != kind || !it.value().is_string()) continue;
+        const bool known = k == "fuser" ? fuser_registry<float>().known(name) : block_registry<float>().known(name);
+        if (known) continue;
+        const std::string file = excerpt(it.value().get<std::string>());
+        unknown += (unknown.empty() ? "" : ", ") + k + " " + config_quote(name);
+        if (files.find(file) == std::string::npos) files += (files.empty() ? "" : ", ") + file;
+      }
+    if (!unknown.empty())
+      ckpt_fail(fn, f.path, "unknown " + unknown + ": the checkpoint was made with plugin " + files + ", which this program has not loaded (fbt: --plugin PATH/" +
+                                files.substr(0, files.find(',')) + "; Python: fbt.load_plugin(PATH))");
+  }
+  return cfg;
 }
 
 }  // namespace detail
@@ -296,12 +339,30 @@ inline ModelConfig read_model_config(const std::string& path) {
 }
 
 namespace detail {
-/// Refuses a checkpoint whose fuser or block is not model type M's (naming both).
+/// The message of the fbt::Error fn() throws ("" when it throws none).
+template <class Fn> std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
+}
+/// Refuses a checkpoint whose fuser or block is not model type M's (naming both); for
+/// Model<T> (erased pieces): refuses one whose fuser or block types this program does not know.
 template <class M> void ckpt_check_types(const ModelConfig& cfg, const std::string& path, const char* fn) {
-  if (cfg.fuser != M::Fuser::name)
+  using T = typename M::Scalar;
+  if constexpr (is_any_fuser<typename M::Fuser>::value) {
+    if (!fuser_registry<T>().known(cfg.fuser)) ckpt_fail(fn, path, error_of([&] { (void)fuser_registry<T>().info(cfg.fuser); }));
+  } else if (cfg.fuser != M::Fuser::name) {
     ckpt_fail(fn, path, "the checkpoint's fuser is \"" + cfg.fuser + "\" but the model type's is \"" + M::Fuser::name + "\"");
-  if (cfg.block != M::Block::name)
+  }
+  if constexpr (is_any_block<typename M::Block>::value) {
+    const std::string e = error_of([&] { (void)erased_block_option_list<T>(cfg); });
+    if (!e.empty()) ckpt_fail(fn, path, e);
+  } else if (cfg.block != M::Block::name) {
     ckpt_fail(fn, path, "the checkpoint's block is \"" + cfg.block + "\" but the model type's is \"" + M::Block::name + "\"");
+  }
 }
 }  // namespace detail
 

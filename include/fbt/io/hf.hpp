@@ -235,11 +235,11 @@ template <class M> void save_hf_dir(const std::string& dir, const M& m, const Hf
   if (c.block != "decoder") refuse("block \"" + c.block + "\": a Qwen3ForCausalLM's layers are the built-in decoder block (save it as an fbt checkpoint)");
   if (!c.uniform()) refuse("per-layer sizes (layer_*): a Qwen3ForCausalLM's layers are all alike");
   if (o.dtype != "F32" && o.dtype != "BF16") refuse("dtype \"" + detail::excerpt(o.dtype) + "\": expected F32 or BF16");
-  const bool plain = o.plain || !M::has_feedback;
-  const bool fold = plain && m.norm_plain_pass();  // pass 1 reads N_in(e)
+  const bool plain = o.plain || !m.feedback();
+  const bool fold = plain && m.input().norm_plain_pass();  // pass 1 reads N_in(e)
   // the config of what is written
   ModelConfig out = c;
-  if (plain && M::has_feedback) {
+  if (plain && m.feedback()) {
     ModelConfig q = qwen3_defaults();  // the plain stack's fields, the feedback knobs at their defaults
     q.vocab_size = c.vocab_size, q.hidden_size = c.hidden_size, q.num_hidden_layers = c.num_hidden_layers;
     q.num_attention_heads = c.num_attention_heads, q.num_key_value_heads = c.num_key_value_heads, q.head_dim = c.head_dim;
@@ -284,7 +284,7 @@ template <class M> void save_hf_dir(const std::string& dir, const M& m, const Hf
     if (plain && sp.name.rfind("model.feedback.", 0) == 0) continue;
     const T* v = m.params.values() + sp.offset;
     if (fold && sp.name == "model.embed_tokens.weight") {
-      if constexpr (M::has_feedback) {
+      if constexpr (M::may_feed_back) {
         folded.resize(sp.size);
         std::vector<T> rstd(std::size_t(m.V));
         CpuBackend<T> be;

@@ -197,13 +197,13 @@ template <class T> struct AttentionKernel {
   AttentionKernel() = default;
   explicit AttentionKernel(const AttentionSpec& s) : NH(s.num_heads), NKV(s.num_kv_heads), hs(s.head_dim), window(s.sliding_window) {}
 
-  template <class Be> void alloc(const Be&, Carver<T>& keep, Carver<T>& temp, Cache& c, int B, int Tn, bool grad) const {
+  template <class Be> void alloc(const Be& be, Carver<T>& keep, Carver<T>& temp, Cache& c, int B, int Tn, bool grad) const {
     Carver<T>& a = grad ? keep : temp;
-    c.att = a.take(Be::attention_state_size(B, Tn, NH));
+    c.att = a.take(be.attention_state_size(B, Tn, NH));
     c.ao = a.take(std::size_t(B) * Tn * NH * hs);
     c.dao = c.datt = nullptr;
     if (!grad) return;
-    c.dao = temp.take(std::size_t(B) * Tn * NH * hs), c.datt = temp.take(Be::attention_scratch_size(B, Tn, NH));
+    c.dao = temp.take(std::size_t(B) * Tn * NH * hs), c.datt = temp.take(be.attention_scratch_size(B, Tn, NH));
   }
   template <class Be> void alloc_decode(const Be&, Carver<T>& a, DecodeCache& c, int R) const { c.ao = a.take(std::size_t(R) * NH * hs); }
 

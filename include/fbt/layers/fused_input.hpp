@@ -40,7 +40,9 @@ struct FeedJitter {
 template <class T, class F> struct FusedInput {
   using Scalar = T;
   using Fuser = F;
-  static constexpr bool has_feedback = fuser_is_feedback<F>::value;
+  /// Whether a fuser of type F can feed back (false for NoFuser); feedback() says whether this one does
+  /// (an erased fuser, AnyFuser<T>, knows it only at run time).
+  static constexpr bool may_feed_back = fuser_is_feedback<F>::value;
 
   RMSNorm<T> in_norm;  ///< model.feedback.in_norm (N_in; full-bandwidth models only)
   F fuser;             ///< model.feedback.* (the fuser's own tensors)
@@ -51,10 +53,16 @@ template <class T, class F> struct FusedInput {
   FusedInput() = default;
   explicit FusedInput(F f) : fuser(std::move(f)) {}
 
+  /// Whether the fuser feeds the state back (a baseline's NoFuser does not: X = e, no N_in).
+  bool feedback() const {
+    if constexpr (!may_feed_back) return false;
+    else if constexpr (detail::has_feedback_member<F>::value) return fuser.feedback();
+    else return true;
+  }
   /// Whether N_in normalises the plain input of pass 1 (and of a decoding step without feedback).
-  bool norm_plain_pass() const { return has_feedback && norm_plain; }
+  bool norm_plain_pass() const { return feedback() && norm_plain; }
   /// Whether N_in normalises the plain rows of a fed-back pass (its prefix, position 0, document starts).
-  bool norm_plain_rows_when_fed() const { return has_feedback && norm_plain_when_fed; }
+  bool norm_plain_rows_when_fed() const { return feedback() && norm_plain_when_fed; }
 
   /// \brief Registers N_in's gain (D) as "<feedback>in_norm.weight" (the model's scope is "model.feedback.")
   /// and then the fuser's tensors. share_gate_norm: the fuser's "<feedback>gate_norm.weight" is made an alias
@@ -62,7 +70,8 @@ template <class T, class F> struct FusedInput {
   /// A baseline declares nothing.
   void declare(const ParamRegistry<T>& feedback, int D, double eps, double gain, bool share_gate_norm) {
     width = D;
-    if constexpr (has_feedback) {
+    if constexpr (may_feed_back) {
+      if (!FusedInput::feedback()) return;
       ParamStore<T>& params = feedback.store();
       in_norm = RMSNorm<T>(D, eps);
       in_norm.declare(feedback.scope("in_norm"), gain);
@@ -70,7 +79,7 @@ template <class T, class F> struct FusedInput {
       if (share_gate_norm) params.alias(gate, feedback.prefix() + "in_norm.weight");
       fuser.declare(feedback);
       if (share_gate_norm && !params.alias_used(gate))
-        throw Error(std::string("fbt::Model: gate_norm \"shared\" makes the fuser's gate norm (") + gate + ") N_in's, but the fuser \"" + F::name +
+        throw Error(std::string("fbt::Model: gate_norm \"shared\" makes the fuser's gate norm (") + gate + ") N_in's, but the fuser \"" + fuser_name(fuser) +
                     "\" declares no such tensor (use gate_norm \"separate\")");
     } else {
       (void)feedback, (void)eps, (void)gain, (void)share_gate_norm;
@@ -110,7 +119,7 @@ template <class T, class F> struct FusedInput {
   /// \brief X (R, D) = the plain layer-0 input of R rows: N_in(e) (input_norm all), else e (and e for a
   /// baseline). rin (R): N_in's rstd, read by backward.
   template <class Be> void plain_forward(Be& be, const Weights<T>& w, int R, const T* e, T* X, T* rin) const {
-    if constexpr (has_feedback) {
+    if constexpr (may_feed_back) {
       if (norm_plain_pass()) return in_norm.forward(be, w, X, rin, e, R);
     }
     (void)w, (void)rin;
@@ -118,7 +127,7 @@ template <class T, class F> struct FusedInput {
   }
   /// \brief dX (R, D) -> de (R, D) +=, for X = plain_forward's output (and N_in's gain gradient).
   template <class Be> void plain_backward(Be& be, const Weights<T>& w, T* de, const T* dX, const T* e, const T* rin, int R) const {
-    if constexpr (has_feedback) {
+    if constexpr (may_feed_back) {
       if (norm_plain_pass()) return in_norm.backward(be, w, de, dX, e, rin, R);
     }
     (void)w, (void)e, (void)rin;
@@ -132,7 +141,7 @@ template <class T, class F> struct FusedInput {
   template <class Be>
   void fused_forward(Be& be, const Weights<T>& w, int R, const T* e, const T* S, const T* mask, const T* pre, typename F::Cache& fc, T* u,
                      T* rin, T* X, bool in_fed_pass = true) const {
-    static_assert(has_feedback, "FusedInput::fused_forward needs a feedback fuser");
+    static_assert(may_feed_back, "FusedInput::fused_forward needs a feedback fuser");
     fuser.forward(be, w, fc, S, e, pre, u, R);
     be.copy_plain_rows(u, e, mask, R, width);
     in_norm.forward(be, w, X, rin, u, R);
@@ -144,7 +153,7 @@ template <class T, class F> struct FusedInput {
   template <class Be>
   void fused_backward(Be& be, const Weights<T>& w, const typename F::Cache& fc, const T* S, const T* e, const T* pre, const T* u, const T* rin,
                       const T* mask, T* dX, T* du, T* dS, T* de, T* dpre, int R) const {
-    static_assert(has_feedback, "FusedInput::fused_backward needs a feedback fuser");
+    static_assert(may_feed_back, "FusedInput::fused_backward needs a feedback fuser");
     const std::size_t RD = std::size_t(R) * width;
     // plain rows go to e (through N_in unless it skipped them), fed-back rows through N_in and the fuser
     if (!norm_plain_rows_when_fed()) be.move_plain_rows(de, dX, mask, R, width);
@@ -160,7 +169,7 @@ template <class T, class F> struct FusedInput {
   template <class Be>
   void decode_forward(Be& be, const Weights<T>& w, int R, const T* e, bool any_fused, const T* S, const T* mask, const T* pre,
                       typename F::Cache& fc, T* u, T* rin, T* X) const {
-    if constexpr (has_feedback) {
+    if constexpr (may_feed_back) {
       if (any_fused) return fused_forward(be, w, R, e, S, mask, pre, fc, u, rin, X, false);
     }
     (void)any_fused, (void)S, (void)mask, (void)pre, (void)fc, (void)u;

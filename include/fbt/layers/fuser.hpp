@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cmath>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -110,6 +111,19 @@ struct fuser_has_diagnostics<F, Be,
                                  std::declval<Be&>(), std::declval<const Weights<typename F::Scalar>&>(),
                                  std::declval<const typename F::Cache&>(), std::declval<const FuserPass<typename F::Scalar>&>()))>>
     : std::true_type {};
+
+namespace detail {
+template <class F, class = void> struct has_feedback_member : std::false_type {};
+template <class F> struct has_feedback_member<F, std::void_t<decltype(bool(std::declval<const F&>().feedback()))>> : std::true_type {};
+template <class F, class = void> struct has_type_name_member : std::false_type {};
+template <class F> struct has_type_name_member<F, std::void_t<decltype(std::string(std::declval<const F&>().type_name()))>> : std::true_type {};
+}  // namespace detail
+
+/// The name of fuser f (its type's static name, or what an erased fuser holds).
+template <class F> std::string fuser_name(const F& f) {
+  if constexpr (detail::has_type_name_member<F>::value) return f.type_name();
+  else return (void)f, std::string(F::name);
+}
 
 /// \brief Calls the optional parts of a fuser (doing nothing, or returning 0, where it has none).
 template <class F> struct FuserOps {

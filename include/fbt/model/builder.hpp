@@ -9,12 +9,9 @@
 //                                 for the built-in fusers and a user's (who may specialize it).
 //   BlockConfig<B>::make(spec)    a block from a LayerSpec; ::record(b) its LayerSpec (B(LayerSpec) and
 //                                 b.layer_spec() by default)
-//   config_block<B>(cfg, l, opts) block l of the stack a config describes (a MixedBlock: the type
-//                                 layer_blocks[l] names, with its own options; MixedConfig)
-//   TypeList, BuiltinFusers<T>, BuiltinBlocks<T>, NamedTypes<List>::visit(name, kind, fn): the fusers and
-//                                 blocks a program knows, and fn(TypeTag<X>{}) for the one a config names:
-//                                 how a program that reads a config picks the type once (model/model.hpp
-//                                 with_model; the `fbt` command and cli_main<Extra...> in fbt/cli.hpp).
+//   config_block<B>(cfg, l, opts) block l of the stack a config describes (ConfigBlock<B>; for the block
+//                                 slot, the type `block` or layer_blocks[l] names: model/pieces.hpp)
+// The fusers and blocks a program knows by name are in model/pieces.hpp (the registries).
 // Describing a composed model as a config is in model/model.hpp (describe_model).
 #pragma once
 
@@ -28,7 +25,6 @@
 #include "../layers/concat_fuser.hpp"
 #include "../layers/gated_add_fuser.hpp"
 #include "../layers/glu_fuser.hpp"
-#include "../layers/mixed_block.hpp"
 #include "config.hpp"
 
 namespace fbt {
@@ -131,96 +127,16 @@ template <class X> struct TypeTag {
   using type = X;
 };
 
-namespace detail {
-template <class... X> std::string type_names();
-}
-
-/// \brief How a layer of a mixed stack (layers/mixed_block.hpp) is made from a config: the type among Bs
-/// that layer_blocks[l] names, from layer_spec(c, l), with that type's options: the keys "<type>.<key>" of
-/// the stack's resolved block_options. A name none of Bs has is refused, naming the layer and the types.
-template <class B> struct MixedConfig;
-template <class T, class... Bs> struct MixedConfig<MixedBlock<T, Bs...>> {
-  using Mixed = MixedBlock<T, Bs...>;
-  static Mixed make(const ModelConfig& c, int l, const OptionValues& bo) {
-    const std::string& want = c.layer_blocks.at(std::size_t(l));
-    Mixed r;
-    const bool found = ((want == Bs::name ? (r = Mixed(one<Bs>(c, l, bo)), true) : false) || ...);
-    if (!found)
-      throw Error("fbt::Model: layer_blocks[" + std::to_string(l) + "] is " + detail::config_quote(want) + ", but this mixed stack's block types are: " +
-                  detail::type_names<Bs...>() + " (fbt::MixedBlock's list, or fbt::with_model's)");
-    return r;
-  }
-  template <class X> static X one(const ModelConfig& c, int l, const OptionValues& bo) {
-    LayerSpec s = layer_spec(c, l);
-    const std::string scope = std::string(X::name) + ".";
-    Options own;
-    for (const auto& kv : bo.values())
-      if (kv.first.compare(0, scope.size(), scope) == 0) own[kv.first.substr(scope.size())] = kv.second;
-    s.options = resolve_options<X>(own, ("block_options." + std::string(X::name)).c_str(), "block");
-    return BlockConfig<X>::make(s);
-  }
-};
-
 /// \brief Block l of the stack config c describes, given B's resolved block_options: a B made from
-/// layer_spec(c, l) (BlockConfig), or for a mixed stack the type layer_blocks[l] names (MixedConfig).
-template <class B> B config_block(const ModelConfig& c, int l, const OptionValues& bo) {
-  if constexpr (is_mixed_block<B>::value) {
-    return MixedConfig<B>::make(c, l, bo);
-  } else {
+/// layer_spec(c, l) (BlockConfig). The block slot AnyBlock<T> specializes it (model/pieces.hpp: the type the
+/// config names for that layer, `block` or layer_blocks[l], from the registry).
+template <class B> struct ConfigBlock {
+  static B make(const ModelConfig& c, int l, const OptionValues& bo) {
     LayerSpec s = layer_spec(c, l);
     s.options = bo;
     return BlockConfig<B>::make(s);
   }
-}
-
-/// A list of types (the fusers or blocks a program knows).
-template <class... X> struct TypeList {};
-template <class A, class B> struct Concat;
-template <class... A, class... B> struct Concat<TypeList<A...>, TypeList<B...>> {
-  using type = TypeList<A..., B...>;
 };
-
-/// The library's own fusers and blocks: what `fbt` knows; cli_main<Extra...> adds a program's.
-template <class T> using BuiltinFusers = TypeList<NoFuser<T>, GluFuser<T>, GatedAddFuser<T>, ConcatFuser<T>>;
-template <class T> using BuiltinBlocks = TypeList<DecoderBlock<T>>;
-
-/// The mixed block over a list of block types (with_model's choice when a config sets layer_blocks).
-template <class T, class List> struct MixedOf;
-template <class T, class... X> struct MixedOf<T, TypeList<X...>> {
-  using type = MixedBlock<T, X...>;
-  static constexpr std::size_t size = sizeof...(X);
-};
-
-namespace detail {
-template <class... X> std::string type_names() {
-  std::string r;
-  ((r += (r.empty() ? "" : ", ") + std::string(X::name)), ...);
-  return r;
-}
-template <class... X> void check_unique_names(const char* kind) {
-  const std::vector<std::string> n{std::string(X::name)...};
-  for (std::size_t i = 0; i < n.size(); ++i)
-    for (std::size_t j = i + 1; j < n.size(); ++j)
-      FBT_ASSERT(n[i] != n[j], std::string("two ") + kind + " types are named \"" + n[i] + "\": give each its own static name");
-}
-template <class Fn, class X, class... Rest> decltype(auto) visit_named_impl(const std::string& name, Fn& fn, const std::string& all, const char* kind) {
-  if (name == X::name) return fn(TypeTag<X>{});
-  if constexpr (sizeof...(Rest) > 0) return visit_named_impl<Fn, Rest...>(name, fn, all, kind);
-  else throw Error(std::string("unknown ") + kind + " " + config_quote(name) + " (this program knows: " + all + "; a " + kind +
-                   " of your own goes into a command of your own, fbt::cli_main<Yours...> in fbt/cli.hpp, or into fbt::with_model's lists)");
-}
-}  // namespace detail
-
-/// \brief fn(TypeTag<X>{}) for the type X of `List` whose static name is `name`; an unknown name is refused
-/// with the list. kind ("fuser", "block") names what is looked up in the error.
-template <class List> struct NamedTypes;
-template <class... X> struct NamedTypes<TypeList<X...>> {
-  template <class Fn> static decltype(auto) visit(const std::string& name, const char* kind, Fn&& fn) {
-    static_assert(sizeof...(X) > 0, "fbt: an empty type list");
-    detail::check_unique_names<X...>(kind);
-    return detail::visit_named_impl<Fn, X...>(name, fn, detail::type_names<X...>(), kind);
-  }
-  static std::vector<std::string> names() { return {std::string(X::name)...}; }
-};
+template <class B> B config_block(const ModelConfig& c, int l, const OptionValues& bo) { return ConfigBlock<B>::make(c, l, bo); }
 
 }  // namespace fbt

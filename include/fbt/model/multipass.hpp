@@ -102,7 +102,7 @@ void multipass_step(Be& be, const M& m, const Weights<typename M::Scalar>& w, Wo
     Pass& p = slot_of(j);
     if (j == 0) {
       run.plain_input(p);
-    } else if constexpr (M::has_feedback) {
+    } else if constexpr (M::may_feed_back) {
       typename PassRunner<M, Be>::Jitter jit;
       if (o.sigma > 0) {  // one seed per pass from the caller's Rng; one stream per batch row (by its global index)
         jit.seed = (std::uint64_t(o.rng->next_u32()) << 32) | o.rng->next_u32();

@@ -105,7 +105,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
   using F = typename M::Fuser;
   using Pass = PassCache<M>;
   using WS = Workspace<M, Be>;
-  static constexpr bool fb = M::has_feedback;
+  static constexpr bool fb = M::may_feed_back;  // the fed-back code is compiled (m.feedback() says whether it runs)
 
   /// The jitter of one fed-back pass's carried state (sigma 0: none), drawn per batch row (layers/fused_input.hpp).
   using Jitter = FeedJitter;
@@ -181,9 +181,10 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
   void precompute() {
     if constexpr (fb) {
       WS& w = ws_;
-      const int N = w.N(), P = FuserOps<F>::pre_width(m_.fuser);
+      if (!m_.feedback()) return;
+      const int N = w.N(), P = FuserOps<F>::pre_width(m_.fuser());
       if (P == 0) return;
-      FuserOps<F>::pre_forward(m_.fuser, be_, w_, w.fpre, w.e, w.pre, N);
+      FuserOps<F>::pre_forward(m_.fuser(), be_, w_, w.fpre, w.e, w.pre, N);
       if (w.dpre) be_.zero(w.dpre, std::size_t(N) * P);
     }
   }
@@ -237,10 +238,10 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
   void diagnostics(const Pass& p, StepStats& st, int j) {
     if constexpr (fb) {
       WS& w = ws_;
-      if (w.fed_rows == 0) return;
+      if (!m_.feedback() || w.fed_rows == 0) return;
       const int N = w.N(), D = m_.D;
       st.state_rms[j] = std::sqrt(be_.masked_sumsq(p.S, p.mask, N, D) / (double(w.fed_rows) * D));
-      const FuserStats fs = FuserOps<F>::diagnostics(m_.fuser, be_, w_, p.fuser, FuserPass<T>{p.S, w.e, w.pre, p.u, p.mask, N, w.fed_rows});
+      const FuserStats fs = FuserOps<F>::diagnostics(m_.fuser(), be_, w_, p.fuser, FuserPass<T>{p.S, w.e, w.pre, p.u, p.mask, N, w.fed_rows});
       st.gate_mean[j] = fs.gate_mean, st.gate_std[j] = fs.gate_std, st.feedback_ratio[j] = fs.feedback_ratio;
     }
   }
@@ -283,7 +284,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
     WS& w = ws_;
     const int N = w.N();
     if constexpr (fb) {
-      if (any_fed_back) FuserOps<F>::pre_backward(m_.fuser, be_, w_, w.fpre, w.e, w.dpre, w.de, N);
+      if (any_fed_back) FuserOps<F>::pre_backward(m_.fuser(), be_, w_, w.fpre, w.e, w.dpre, w.de, N);
     }
     m_.embed.backward(be_, w_, w.de, w.tokens, N);
   }
@@ -293,7 +294,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
   /// calling on_pass(j, pass) after each pass's stack. The batch must be begun.
   template <class Fn> void forward_chain(int passes, Fn&& on_pass, const int* prefix = nullptr) {
     FBT_ASSERT(passes >= 1, "forward_chain: passes must be >= 1");
-    FBT_ASSERT(passes == 1 || fb, "forward_chain: " + std::to_string(passes) + " passes need a feedback fuser (the model's fuser is none)");
+    FBT_ASSERT(passes == 1 || m_.feedback(), "forward_chain: " + std::to_string(passes) + " passes need a feedback fuser (the model's fuser is none)");
     Pass& p = ws_.pass[0];
     if constexpr (fb) {
       if (passes > 1) precompute();
@@ -315,11 +316,11 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
     w.e = a.take(ND), w.de = grad ? a.take(ND) : nullptr;
     w.pre = w.dpre = nullptr;
     if constexpr (fb) {
-      const int P = FuserOps<F>::pre_width(m.fuser);
+      const int P = m.feedback() ? FuserOps<F>::pre_width(m.fuser()) : 0;
       if (P > 0) {
         w.pre = a.take(N * P), w.dpre = grad ? a.take(N * P) : nullptr;
         Carver<T> t = r.temp();
-        FuserOps<F>::alloc_pre(m.fuser, be, a, t, w.fpre, int(N), grad);
+        FuserOps<F>::alloc_pre(m.fuser(), be, a, t, w.fpre, int(N), grad);
         r.done(t);
       }
     }
@@ -345,18 +346,20 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class PassRunner {
       p.S = p.u = p.mask = nullptr;
       p.rin = a.take(N);  // N_in's rstd (plain inputs under input_norm all, and fused ones)
       if constexpr (fb) {
-        p.S = a.take(ND), p.u = a.take(ND), p.mask = a.take(N);
-        Carver<T> t = r.temp();
-        m.fuser.alloc(be, a, t, p.fuser, int(N), grad);
-        r.done(t);
+        if (m.feedback()) {
+          p.S = a.take(ND), p.u = a.take(ND), p.mask = a.take(N);
+          Carver<T> t = r.temp();
+          m.fuser().alloc(be, a, t, p.fuser, int(N), grad);
+          r.done(t);
+        }
       }
     }
-    w.noise = fb ? a.take(ND) : nullptr;
+    w.noise = fb && m.feedback() ? a.take(ND) : nullptr;
     w.dres = w.dhf = w.du = w.ds = nullptr;
     w.carry[0] = w.carry[1] = nullptr;
     if (grad) {
       w.dres = a.take(ND), w.dhf = a.take(ND);
-      if (fb) w.du = a.take(ND), w.ds = a.take(ND), w.carry[0] = a.take(ND), w.carry[1] = a.take(ND);
+      if (fb && m.feedback()) w.du = a.take(ND), w.ds = a.take(ND), w.carry[0] = a.take(ND), w.carry[1] = a.take(ND);
     }
   }
 

@@ -25,7 +25,7 @@
 namespace fbt {
 namespace python {
 
-template <class Fusers, class Blocks> struct PyDecoder {
+struct PyDecoder {
   std::shared_ptr<AnyModel> model;
   std::unique_ptr<AnyDecoder> impl;
   int sep = -1;
@@ -50,9 +50,9 @@ inline int max_new_tokens_arg(long long v, int max_position_embeddings) {
   return int(v);
 }
 
-template <class Fusers, class Blocks> void bind_decoder(nb::module_& mod) {
-  using D = PyDecoder<Fusers, Blocks>;
-  using P = PyModel<Fusers, Blocks>;
+inline void bind_decoder(nb::module_& mod) {
+  using D = PyDecoder;
+  using P = PyModel;
   if (nb::type<D>().is_valid()) {
     mod.attr("Decoder") = nb::type<D>();
     return;

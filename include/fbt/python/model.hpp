@@ -1,16 +1,15 @@
-// fbt/python/model.hpp: fbt.Model, a model of any type a program knows, behind one Python class
+// fbt/python/model.hpp: fbt.Model, a model of any fuser and blocks this process knows, behind one Python class
 // (docs/python.md).
 //
 //   AnyModel            the model as the bindings see it: its config, sizes, parameters, save, logits and
-//                       hidden states; ModelOf<M> implements it for one model type M
-//   make_model / load_any_model <Fusers, Blocks>
-//                       the run-time choice of M from a config (fbt::with_model over the same type lists as
-//                       the `fbt` command, fbt/cli.hpp), so Python loads every checkpoint the command loads
-//   visit_model<Fusers, Blocks>(am, fn)
-//                       fn(M&) with the typed model, for bindings of one's own (training, probes)
-//   PyModel<Fusers, Blocks>
-//                       the class bound as fbt.Model: one C++ type per pair of lists, so a user's module
-//                       (fbt/python.hpp) and fbt._fbt never register the same type twice
+//                       hidden states; ModelOf<M> implements it for M = Model<float>, whose pieces sit in
+//                       their slots (layers/any_piece.hpp)
+//   make_model / load_any_model
+//                       a model from a config or any checkpoint the `fbt` command loads (the registries know
+//                       the pieces by name: the library's and a loaded plugin's)
+//   visit_model(am, fn)
+//                       fn(M&) with the C++ model, for bindings of one's own (training, probes)
+//   PyModel             the class bound as fbt.Model
 // The computations are the library's: logits are pass_logits (train/evaluate.hpp: what `fbt logits` writes),
 // hidden states are the residual stream of the training forward (model/pass.hpp), read at every depth as
 // the probe reads it (train/probe.hpp); both run without the GIL and hand their result buffer to numpy.
@@ -70,7 +69,7 @@ template <class M> struct ModelOf final : AnyModel {
   M m;
   explicit ModelOf(M&& model) : m(std::move(model)) {}
   const ModelConfig& config() const override { return m.cfg; }
-  bool has_feedback() const override { return M::has_feedback; }
+  bool has_feedback() const override { return m.feedback(); }
   int vocab() const override { return m.V; }
   int hidden() const override { return m.D; }
   int layers() const override { return m.L; }
@@ -98,37 +97,34 @@ template <class M> struct ModelOf final : AnyModel {
   }
 };
 
-/// \brief A new model of the type `c` names (fuser, block) in the lists, its parameters initialised from seed.
-template <class Fusers, class Blocks> std::unique_ptr<AnyModel> make_model(const ModelConfig& c, std::uint64_t seed) {
+/// \brief A new model of `c` (its fuser and blocks made by name), its parameters initialised from seed.
+inline std::unique_ptr<AnyModel> make_model(const ModelConfig& c, std::uint64_t seed) {
   c.validate();
-  return with_model<float, Fusers, Blocks>(c, [&](auto tag) -> std::unique_ptr<AnyModel> {
+  return with_model<float>(c, [&](auto tag) -> std::unique_ptr<AnyModel> {
     using M = typename decltype(tag)::type;
     return std::make_unique<ModelOf<M>>(M(c, seed));
   });
 }
 /// \brief Any checkpoint the `fbt` command loads: an fbt checkpoint (directory or model.safetensors) or a
 /// Hugging Face directory (config.json + safetensors), any vocabulary.
-template <class Fusers, class Blocks> std::unique_ptr<AnyModel> load_any_model(const std::string& path) {
+inline std::unique_ptr<AnyModel> load_any_model(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw Error("Model.load: '" + path + "' does not exist (an fbt checkpoint or a Hugging Face directory)");
   const ModelConfig c = read_checkpoint_config(path);
-  return with_model<float, Fusers, Blocks>(c, [&](auto tag) -> std::unique_ptr<AnyModel> {
+  return with_model<float>(c, [&](auto tag) -> std::unique_ptr<AnyModel> {
     using M = typename decltype(tag)::type;
     return std::make_unique<ModelOf<M>>(load_checkpoint<M>(path));
   });
 }
-/// \brief fn(M&) with the model's own type (one of the lists' models; the config names it).
-template <class Fusers, class Blocks, class Fn> decltype(auto) visit_model(AnyModel& am, Fn&& fn) {
-  return with_model<float, Fusers, Blocks>(am.config(), [&](auto tag) -> decltype(auto) {
-    using M = typename decltype(tag)::type;
-    auto* typed = dynamic_cast<ModelOf<M>*>(&am);
-    FBT_ASSERT(typed != nullptr, "visit_model: the model's type is not the one its config names");
-    return fn(typed->m);
-  });
+/// \brief fn(M&) with the C++ model (Model<float>).
+template <class Fn> decltype(auto) visit_model(AnyModel& am, Fn&& fn) {
+  auto* typed = dynamic_cast<ModelOf<Model<float>>*>(&am);
+  FBT_ASSERT(typed != nullptr, "visit_model: the model is not a Model<float>");
+  return fn(typed->m);
 }
 
-/// \brief The Python class fbt.Model for the model types of the lists Fusers and Blocks.
-template <class Fusers, class Blocks> struct PyModel {
+/// \brief The Python class fbt.Model.
+struct PyModel {
   std::shared_ptr<AnyModel> impl;  ///< shared with the decoders made from it
   int sep() const { return impl->vocab() == ByteTokenizer::kVocabSize ? ByteTokenizer::kSep : -1; }
 };
@@ -170,8 +166,8 @@ inline int passes_arg(const std::optional<int>& passes, const AnyModel& am) {
   return K;
 }
 
-template <class Fusers, class Blocks> void bind_model(nb::module_& mod) {
-  using P = PyModel<Fusers, Blocks>;
+inline void bind_model(nb::module_& mod) {
+  using P = PyModel;
   if (nb::type<P>().is_valid()) {
     mod.attr("Model") = nb::type<P>();
     return;
@@ -180,9 +176,9 @@ template <class Fusers, class Blocks> void bind_model(nb::module_& mod) {
                   "A full-bandwidth transformer (or a baseline): its config, parameters and forward.\n\n"
                   "Model(config, seed=0) builds and initialises one; Model.load(path) reads an fbt checkpoint or a Hugging\n"
                   "Face Qwen3 directory.");
-  c.def("__init__", [](P* self, nb::handle config, std::uint64_t seed) { new (self) P{make_model<Fusers, Blocks>(config_arg(config), seed)}; },
+  c.def("__init__", [](P* self, nb::handle config, std::uint64_t seed) { new (self) P{make_model(config_arg(config), seed)}; },
         nb::sig("def __init__(self, config: ModelConfig | dict, seed: int = 0) -> None"), "config"_a, "seed"_a = 0, "A new model of `config` (a ModelConfig or a dict of its fields), its parameters initialised from `seed`.");
-  c.def_static("load", [](const std::string& path) { return P{load_any_model<Fusers, Blocks>(path)}; }, "path"_a,
+  c.def_static("load", [](const std::string& path) { return P{load_any_model(path)}; }, "path"_a,
                "Reads an fbt checkpoint (a run directory or its model.safetensors) or a Hugging Face Qwen3 directory.");
   c.def("save", [](const P& self, const std::string& path) { self.impl->save(path); }, "path"_a,
         "Writes an fbt checkpoint: `path` ending in .safetensors is the model file, else a directory that gets model.safetensors.");

@@ -163,8 +163,8 @@ struct PyOptimizer {
 }  // namespace detail
 
 /// \brief Adds multipass_step, Model.named_grads / zero_grad, AdamW, NorMuon, clip_grad_norm and _timing.
-template <class Fusers, class Blocks> void bind_step(nb::module_& m) {
-  using P = PyModel<Fusers, Blocks>;
+inline void bind_step(nb::module_& m) {
+  using P = PyModel;
   using detail::PyOptimizer;
   auto model_arg = [](nb::handle h) -> P& {
     P* p = nullptr;
@@ -183,7 +183,7 @@ template <class Fusers, class Blocks> void bind_step(nb::module_& m) {
         StepStats stats;
         {
           nb::gil_scoped_release nogil;
-          visit_model<Fusers, Blocks>(*pm.impl, [&](auto& typed) { detail::run_step(typed, st, a.batch(), a.o, stats); });
+          visit_model(*pm.impl, [&](auto& typed) { detail::run_step(typed, st, a.batch(), a.o, stats); });
         }
         return stats.loss;
       },
@@ -288,7 +288,7 @@ template <class Fusers, class Blocks> void bind_step(nb::module_& m) {
         std::vector<double> loss;
         {
           nb::gil_scoped_release nogil;
-          visit_model<Fusers, Blocks>(*pm.impl, [&](auto& typed) {
+          visit_model(*pm.impl, [&](auto& typed) {
             StepStats stats;
             for (int i = 0; i < repeats; ++i) {
               const auto t0 = std::chrono::steady_clock::now();
@@ -314,7 +314,7 @@ template <class Fusers, class Blocks> void bind_step(nb::module_& m) {
         std::vector<int> out;
         {
           nb::gil_scoped_release nogil;
-          visit_model<Fusers, Blocks>(*pm.impl, [&](auto& typed) {
+          visit_model(*pm.impl, [&](auto& typed) {
             Decoder<std::decay_t<decltype(typed)>> dec(typed, pm.sep());
             for (int i = 0; i < repeats; ++i) {
               const auto t0 = std::chrono::steady_clock::now();

@@ -96,9 +96,9 @@ inline cli::Args command_args(const nb::kwargs& kw) {
 }
 }  // namespace detail
 
-/// \brief Adds fbt.train, fbt.StepReport and fbt.TrainResult to module `m`, over the fusers and blocks of
-/// the type lists (those of the module's fbt.Model; cli.hpp's cli_main uses the same lists).
-template <class Fusers, class Blocks> void bind_train(nb::module_& m) {
+/// \brief Adds fbt.train, fbt.StepReport and fbt.TrainResult to module `m`, over every fuser and block this
+/// process knows (the registries: the library's and a loaded plugin's).
+inline void bind_train(nb::module_& m) {
   using namespace nb::literals;
   nb::class_<StepReport>(m, "StepReport", "One training step as the callback of fbt.train sees it (the line train.jsonl gets).")
       .def_ro("step", &StepReport::step, "the step just taken (0-based)")
@@ -157,7 +157,7 @@ template <class Fusers, class Blocks> void bind_train(nb::module_& m) {
         cli::TrainOutcome o;
         {
           nb::gil_scoped_release nogil;
-          o = cli::run_train<Fusers, Blocks>(std::move(a), h);
+          o = cli::run_train(std::move(a), h);
         }
         if (failure) std::rethrow_exception(failure);
         TrainResult r;
@@ -189,7 +189,7 @@ template <class Fusers, class Blocks> void bind_train(nb::module_& m) {
           opt("eval_windows", eval_windows), opt("seq_eval_windows", seq_eval_windows), opt("monitor_passes", monitor_passes);
           nb::gil_scoped_release nogil;
           const TrainConfig rec = read_train_config(checkpoint);
-          with_model<float, Fusers, Blocks>(rec.model, [&](auto tag) {
+          with_model<float>(rec.model, [&](auto tag) {
             using M = typename decltype(tag)::type;
             auto t = Trainer<M>::resume(checkpoint, [&](TrainConfig& c) {
               for (const auto& [k, v] : set) set_config_field(c, k, v);
@@ -232,7 +232,7 @@ template <class Fusers, class Blocks> void bind_train(nb::module_& m) {
         } remove{tmp};
         {
           nb::gil_scoped_release nogil;
-          cli::cmd_probe<Fusers, Blocks>(std::move(a));
+          cli::cmd_probe(std::move(a));
         }
         nb::object f = nb::module_::import_("builtins").attr("open")(out);
         nb::object j = nb::module_::import_("json").attr("load")(f);

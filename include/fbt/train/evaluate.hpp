@@ -96,7 +96,7 @@ std::vector<double> evaluate_passes(Be& be, const M& m, const Weights<typename M
                                     int K, int max_windows, int B = 8, std::vector<PositionSums>* by_position = nullptr,
                                     std::vector<std::vector<double>>* window_loss = nullptr) {
   using T = typename M::Scalar;
-  FBT_ASSERT(K >= 1 && (K == 1 || M::has_feedback), "evaluate: K = " + std::to_string(K) + " (a baseline has 1 pass)");
+  FBT_ASSERT(K >= 1 && (K == 1 || m.feedback()), "evaluate: K = " + std::to_string(K) + " (a baseline has 1 pass)");
   const int nw = detail::parallel_eval_windows(data, Tn, max_windows);
   FBT_ASSERT(nw > 0, "evaluate: the validation split has no window of " + std::to_string(Tn + 1) + " tokens");
   std::vector<double> sum(std::size_t(K), 0.0);
@@ -265,7 +265,7 @@ template <class M> ContractionCurve contraction_monitor(M& m, Workspace<M>& w, c
 template <class M>
 void pass_hidden_states(typename M::Scalar* out, CpuBackend<typename M::Scalar>& be, Workspace<M>& w, const M& m, const Batch& b, int K,
                         const std::vector<int>& depths, const int* prefix = nullptr) {
-  FBT_ASSERT(K >= 1 && (K == 1 || M::has_feedback), "pass_hidden_states: K = " + std::to_string(K) + " (a baseline has 1 pass)");
+  FBT_ASSERT(K >= 1 && (K == 1 || m.feedback()), "pass_hidden_states: K = " + std::to_string(K) + " (a baseline has 1 pass)");
   for (int d : depths) FBT_ASSERT(d >= 0 && d <= m.L + 1, "pass_hidden_states: depth " + std::to_string(d) + " outside [0, L + 1]");
   const std::size_t ND = std::size_t(b.B) * b.T * m.D;
   PassRunner<M> run(be, m, m.weights(), w);
@@ -285,7 +285,7 @@ void pass_hidden_states(typename M::Scalar* out, CpuBackend<typename M::Scalar>&
 
 template <class M> std::vector<typename M::Scalar> pass_logits(const M& m, const Batch& b, int K, const int* prefix = nullptr) {
   using T = typename M::Scalar;
-  FBT_ASSERT(K >= 1 && (K == 1 || M::has_feedback), "pass_logits: K = " + std::to_string(K) + " (a baseline has 1 pass)");
+  FBT_ASSERT(K >= 1 && (K == 1 || m.feedback()), "pass_logits: K = " + std::to_string(K) + " (a baseline has 1 pass)");
   const std::size_t NV = std::size_t(b.B) * b.T * m.V;
   std::vector<T> out(std::size_t(K) * NV);
   CpuBackend<T> be;

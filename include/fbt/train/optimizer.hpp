@@ -36,6 +36,7 @@
 #include <typeinfo>
 #include <vector>
 
+#include "../core/queued.hpp"
 #include "../core/options.hpp"
 #include "../core/params.hpp"
 #include "adamw.hpp"
@@ -196,6 +197,8 @@ class OptimizerRegistry {
  public:
   static OptimizerRegistry& global() {
     static OptimizerRegistry r;
+    std::lock_guard<std::mutex> g(r.queue_mu_);
+    detail::run_queued(r, r.applied_);  // FBT_REGISTER_OPTIMIZER of files loaded since (core/queued.hpp)
     return r;
   }
   template <class O> void add() {
@@ -254,9 +257,17 @@ class OptimizerRegistry {
   }
   mutable std::mutex mu_;
   std::map<std::string, Entry> e_;
+  std::mutex queue_mu_;
+  std::size_t applied_ = 0;
 };
 
 /// Makes optimizer type O known to the trainer (and so to `--optimizer`).
 template <class O> void register_optimizer() { OptimizerRegistry::global().add<O>(); }
+/// Registers optimizer type O when the file is loaded (a program's, or a plugin's: fbt/plugin.hpp).
+#define FBT_REGISTER_OPTIMIZER(O)                                                                                     \
+  static const bool FBT_OPTIMIZER_CAT(fbt_registered_optimizer_, __COUNTER__) [[maybe_unused]] =                   \
+      ::fbt::detail::queue_registration<::fbt::OptimizerRegistry>(+[](::fbt::OptimizerRegistry& r) { r.add<O>(); })
+#define FBT_OPTIMIZER_CAT_(a, b) a##b
+#define FBT_OPTIMIZER_CAT(a, b) FBT_OPTIMIZER_CAT_(a, b)
 
 }  // namespace fbt

@@ -189,7 +189,7 @@ template <class M> std::vector<Eigen::MatrixXd> probe_features(const M& m, const
   using T = typename M::Scalar;
   const int n = int(ex.size()), D = m.D, L = m.L;
   FBT_ASSERT(mode.kind != PrefillSpec::kPolicy, "probe_features: name the prefill (standard, fused(k) or recurrent)");
-  FBT_ASSERT(mode.kind == PrefillSpec::kStandard || M::has_feedback, "prefill " + mode.describe() + " needs a feedback fuser (the model's fuser is none)");
+  FBT_ASSERT(mode.kind == PrefillSpec::kStandard || m.feedback(), "prefill " + mode.describe() + " needs a feedback fuser (the model's fuser is none)");
   std::vector<Eigen::MatrixXd> out(L + 2, Eigen::MatrixXd(n, D));
   auto put = [&](int depth, int i, const T* row) {
     for (int d = 0; d < D; ++d) out[depth](i, d) = double(row[d]);
@@ -273,7 +273,7 @@ template <class M> ProbeResult run_probe(const M& m, const std::vector<ProbeExam
   r.chance = double(*std::max_element(count.begin(), count.end())) / n;
   for (const std::string& ms : o.modes) {
     const PrefillSpec p = PrefillSpec::parse(ms);
-    if (p.kind != PrefillSpec::kStandard && !M::has_feedback) {
+    if (p.kind != PrefillSpec::kStandard && !m.feedback()) {
       r.skipped.push_back(p.describe());
       continue;
     }

@@ -372,16 +372,16 @@ inline const std::vector<ConfigField>& train_config_fields() {
     S("window_pattern", "nanochat's: S (sliding) / L (full) tiled over the layers, the last layer always L, e.g. SSSL with --sliding_window 64; "
                         "sets layer_types ('' = layer_types as given)", FBT_T(window_pattern));
     v.back().omit_default = true;
-    S("fuser", "none (baseline) | glu | gated_add | concat | a fuser of your own (a command built with fbt::cli_main)", FBT_M(fuser));
+    S("fuser", "none (baseline) | glu | gated_add | concat | a fuser of your own (a plugin loaded with --plugin FILE, or a command built with fbt::cli_main)", FBT_M(fuser));
     v.push_back({"fuser_options", "the fuser's own options as a JSON object, e.g. {\"rank\": 8}; one at a time: --fuser.NAME VALUE",
                  [](TrainConfig& c, const std::string& s) { c.model.fuser_options = detail::parse_options_text("fuser_options", s); },
                  [](const TrainConfig& c) { return options_to_json(c.model.fuser_options).dump(); }});
     v.back().omit_default = true;
     v.back().kind = ConfigField::Kind::object;
-    S("block", "the block type: decoder | a block of your own (a command built with fbt::cli_main)", FBT_M(block));
+    S("block", "the block type: decoder | a block of your own (a plugin loaded with --plugin FILE, or a command built with fbt::cli_main)", FBT_M(block));
     v.back().omit_default = true;
     v.push_back({"layer_blocks", "a mixed stack: the block type of each layer, e.g. decoder,gated_attn,decoder (sets block \"mixed\"; the types "
-                 "come from a command built with fbt::cli_main<Yours...>; a type's options in block_options as \"TYPE.NAME\")",
+                 "may come from a plugin (--plugin FILE) or a command built with fbt::cli_main<Yours...>; a type's options in block_options as \"TYPE.NAME\")",
                  [](TrainConfig& c, const std::string& s) {
                    c.model.layer_blocks = detail::parse_name_list("layer_blocks", s);
                    if (!c.model.layer_blocks.empty()) c.model.block = "mixed";

@@ -320,7 +320,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
     if (on_cpu)
       check_memory("this training run", step + ev,
                  "step workspace " + detail::fmt_bytes(step) + " for batch_size " + std::to_string(cfg.batch_size) + " x seq_len " +
-                     std::to_string(cfg.seq_len) + " with K_max " + std::to_string(M::has_feedback ? cfg.schedule.K_max : 1) +
+                     std::to_string(cfg.seq_len) + " with K_max " + std::to_string(model.feedback() ? cfg.schedule.K_max : 1) +
                      (cfg.threads > 1 ? " on " + std::to_string(cfg.threads) + " threads" : std::string()) + ", evaluation workspace " +
                      detail::fmt_bytes(ev) + "; the " + detail::fmt_bytes(double(model.params.size()) * 4 * sizeof(T)) +
                      " of parameters and AdamW state are already allocated",
@@ -379,7 +379,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
   /// Bytes the largest step of this run will need (spec 3: the library says so before it runs).
   std::size_t step_bytes() const {
     StepOptions o;
-    o.K = M::has_feedback ? cfg.schedule.K_max : 1, o.detach = cfg.schedule.detach, o.grad_passes = cfg.schedule.grad_passes;
+    o.K = model.feedback() ? cfg.schedule.K_max : 1, o.detach = cfg.schedule.detach, o.grad_passes = cfg.schedule.grad_passes;
     // with threads, each share's workspace plus a gradient buffer per extra thread (model/parallel_step.hpp)
     const int rows = (cfg.batch_size + cfg.threads - 1) / cfg.threads;
     return std::size_t(std::min(cfg.threads, cfg.batch_size)) * step_workspace_bytes(model, rows, cfg.seq_len, o) +
@@ -389,7 +389,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
   /// Bytes the evaluation's workspace will need (8 validation windows at a time, K_max passes, forward only).
   std::size_t eval_bytes() const {
     StepOptions o;
-    o.K = M::has_feedback ? std::max(cfg.schedule.K_max, 1) : 1, o.backward = false;
+    o.K = model.feedback() ? std::max(cfg.schedule.K_max, 1) : 1, o.backward = false;
     return step_workspace_bytes(model, 8, cfg.seq_len, o);
   }
 
@@ -450,7 +450,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
     model.opts.z_loss = cfg.model.z_loss;  // validation losses use the model's own z-loss (the cooldown's is a training term)
     EvalReport e;
     e.step = step, e.tokens = tokens;
-    const int K = M::has_feedback ? std::max(cfg.schedule.K_max, 1) : 1;
+    const int K = model.feedback() ? std::max(cfg.schedule.K_max, 1) : 1;
     const int Tn = cfg.seq_len;
     std::vector<PositionSums> pass_pos;
     PositionSums pos;
@@ -463,14 +463,14 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
     if (cfg.seq_eval_windows != 0) {  // -1: every validation window
       e.seq_loss_standard = sequential_loss(*dec_, *data, Tn, cfg.seq_eval_windows, DecodeModeSpec{}, &pos);
       bp.seq_count = pos.count, bp.seq_standard = pos.mean();
-      if (M::has_feedback) {
+      if (model.feedback()) {
         e.seq_loss_soft = sequential_loss(*dec_, *data, Tn, cfg.seq_eval_windows, DecodeModeSpec::parse("soft"), &pos);
         bp.seq_soft = pos.mean();
       }
       const int ns = detail::sequential_eval_windows(*data, Tn, cfg.seq_eval_windows);
       if (optimal_by_position(*data, Tn, ns, pos)) bp.seq_optimal = pos.mean(), e.seq_optimal_loss = data->mean_optimal_loss(Tn, ns);
     }
-    if (M::has_feedback && cfg.monitor_passes > 0) {
+    if (model.feedback() && cfg.monitor_passes > 0) {
       const int nb = std::min(4, data->num_eval_windows(cfg.seq_len));
       std::vector<int> tok, tgt, rt, rg;
       std::vector<std::uint8_t> ds, rd;
@@ -558,7 +558,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
     const double per_step = double(c.batch_size) * c.seq_len * c.grad_accum;
     if (tokens != double(step) * per_step)
       field_fail("tokens", tokens_s, "expected trainer_step x batch_size x seq_len x grad_accum = " + detail::num(double(step) * per_step));
-    const int k_max = M::has_feedback ? c.schedule.K_max : 1;
+    const int k_max = fuser_registry<T>().info(c.model.fuser).feedback ? c.schedule.K_max : 1;
     if (!(compute >= tokens && compute <= tokens * k_max))
       field_fail("compute_tokens", compute_s, "expected a number in [tokens, tokens x K_max] = [" + detail::num(tokens) + ", " + detail::num(tokens * k_max) + "]");
     const std::string data_rng = meta("data_rng"), sched_rng = meta("sched_rng");
@@ -639,7 +639,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
     if (out)
       std::fprintf(out, "fbt train: %zu parameters, fuser %s, data %s\n  step workspace %.1f MB (K_max %d%s), %ld steps of %d x %d x %d tokens, mean passes %.3f\n",
                    model.params.size(), cfg.model.fuser.c_str(), data->describe().c_str(), step_bytes() / 1e6,
-                   M::has_feedback ? cfg.schedule.K_max : 1, cfg.schedule.detach ? ", detached" : "", cfg.steps, cfg.batch_size,
+                   model.feedback() ? cfg.schedule.K_max : 1, cfg.schedule.detach ? ", detached" : "", cfg.steps, cfg.batch_size,
                    cfg.seq_len, cfg.grad_accum, sched.mean_passes());
     if (out && !on_cpu) std::fprintf(out, "  backend %s: the step, the optimizer, the evaluation and the decoder run there\n", Be::name);
     if (out && cfg.precision == "bf16")
