@@ -140,7 +140,7 @@ inline ModelConfig ckpt_config(const SafetensorsFile& f, const char* fn) {
       ckpt_fail(fn, f.path, "__metadata__ field \"plugins\" is not JSON (" + excerpt(pl->second) + ")");
     }
     if (!rec.is_object()) ckpt_fail(fn, f.path, "__metadata__ field \"plugins\" is not a JSON object");
-    std::string unknown, files;  // the fuser first, then the blocks
+    std::string unknown, files, python;  // the fuser first, then the blocks
     for (const char* kind : {"fuser", "block"})
       for (auto it = rec.begin(); it != rec.end(); ++it) {
         const std::string piece = it.key(), k = piece.substr(0, piece.find(' ')), name = piece.substr(piece.find(' ') + 1);
@@ -149,8 +149,12 @@ inline ModelConfig ckpt_config(const SafetensorsFile& f, const char* fn) {
         if (known) continue;
         const std::string file = excerpt(it.value().get<std::string>());
         unknown += (unknown.empty() ? "" : ", ") + k + " " + config_quote(name);
-        if (files.find(file) == std::string::npos) files += (files.empty() ? "" : ", ") + file;
+        if (file.rfind("python:", 0) == 0) python = file.substr(7);  // a fuser written in Python (python/py_fuser.hpp)
+        else if (files.find(file) == std::string::npos) files += (files.empty() ? "" : ", ") + file;
       }
+    if (!unknown.empty() && !python.empty())
+      ckpt_fail(fn, f.path, "unknown " + unknown + ": the checkpoint was made with a fuser written in Python (class " + python +
+                                "): register it with fbt.register_fuser(" + python + ") first" + (files.empty() ? "" : ", and load plugin " + files));
     if (!unknown.empty())
       ckpt_fail(fn, f.path, "unknown " + unknown + ": the checkpoint was made with plugin " + files + ", which this program has not loaded (fbt: --plugin PATH/" +
                                 files.substr(0, files.find(',')) + "; Python: fbt.load_plugin(PATH))");

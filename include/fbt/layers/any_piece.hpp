@@ -103,6 +103,9 @@ template <class T> class AnyFuser {
   };
 
   AnyFuser();
+  /// Holds an implementation of the interface itself (a fuser that is no C++ type: one written in Python,
+  /// fbt/python/py_fuser.hpp).
+  explicit AnyFuser(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
   /// Holds fuser f (any type meeting the fuser contract with Scalar T).
   template <class F, class = std::enable_if_t<!std::is_same<std::decay_t<F>, AnyFuser>::value>> AnyFuser(F f);  // NOLINT: implicit, as a value
   AnyFuser(const AnyFuser& o) : impl_(o.impl_->clone()) {}

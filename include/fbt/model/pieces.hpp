@@ -179,14 +179,19 @@ template <class Any, class Arg> class PieceRegistry {
   PieceRegistry& operator=(const PieceRegistry&) = delete;
 
   /// \brief Adds a piece (a second type under a taken name is refused naming both origins; the same type again
-  /// is a no-op).
-  void add(PieceInfo info, Factory make) {
+  /// is a no-op). replace: a piece of the same name is replaced instead (a fuser written in Python, redefined in
+  /// a notebook: fbt.register_fuser).
+  void add(PieceInfo info, Factory make, bool replace = false) {
     if (info.name.empty() || info.name.size() > 64 || info.name == "mixed" || info.name.find_first_of(" \t\n\"'|,=()") != std::string::npos)
       throw Error(std::string(kind_) + " name " + detail::config_quote(info.name) +
                   " must hold 1 to 64 bytes without spaces, quotes or any of |,=() and not be \"mixed\"");
     std::lock_guard<std::mutex> g(mu_);
-    for (const auto& e : e_)
+    for (auto& e : e_)
       if (e.info.name == info.name) {
+        if (replace) {
+          e = Entry{std::move(info), std::move(make)};
+          return;
+        }
         if (e.info.type == info.type) return;
         throw Error("two " + std::string(kind_) + " types are named \"" + info.name + "\" (" + origin_of(e.info) + " and " + origin_of(info) +
                     "): give each its own static name");
@@ -243,7 +248,8 @@ template <class Any, class Arg> class PieceRegistry {
     }
     throw Error("unknown " + std::string(kind_) + " " + detail::config_quote(name) + " (this program knows: " + names_text() + "; a " + kind_ +
                 " of your own: fbt::register_" + kind_ + "<Yours>() or fbt::cli_main<Yours...> in your program, or a plugin built with " +
-                "fbt_add_plugin and loaded with --plugin FILE or fbt.load_plugin(FILE))");
+                "fbt_add_plugin and loaded with --plugin FILE or fbt.load_plugin(FILE)" +
+                (std::string(kind_) == "fuser" ? ", or a fuser written in Python: fbt.register_fuser(cls))" : ")"));
   }
   const char* kind_;
   mutable std::mutex mu_;
