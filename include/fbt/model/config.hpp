@@ -302,7 +302,7 @@ inline void ModelConfig::validate() const {
   if (fuser.size() > 64) config_fail("fuser", "a name of " + std::to_string(fuser.size()) + " bytes is too long (at most 64): " + detail::config_quote(fuser));
   if (block.empty()) config_fail("block", "is empty (decoder or a user block's name)");
   if (block.size() > 64) config_fail("block", "a name of " + std::to_string(block.size()) + " bytes is too long (at most 64): " + detail::config_quote(block));
-  if (!layer_blocks.empty() || block == "mixed") {  // a mixed stack (layers/mixed_block.hpp): one block type per layer
+  if (!layer_blocks.empty() || block == "mixed") {  // a mixed stack (model/pieces.hpp, ConfigBlock<AnyBlock>): one block type per layer
     if (block != "mixed")
       config_fail("block", "is " + detail::config_quote(block) + " but layer_blocks is given: a mixed stack's block is \"mixed\"");
     if (layer_blocks.size() != std::size_t(num_hidden_layers))
