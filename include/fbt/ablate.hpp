@@ -304,6 +304,9 @@ inline std::vector<AblationRun> expand_grid(const AblationGrid& g) {
           (void)M::normalized(r.cfg.model);  // the options' types and ranges
         });
         validate(r.cfg);
+        // the final task evaluation fits the model's positions at every length (checked before the run trains)
+        if (r.cfg.data.rfind("task:", 0) == 0 && !is_state_task_data(r.cfg) && !is_probe_task_data(r.cfg) && g.task_examples > 0)
+          for (int m : g.task_lengths) check_eval_length(task_config(r.cfg), m, r.cfg.model.max_position_embeddings);
       } catch (const Error& e) {
         throw Error("ablate run " + name + ": " + e.what());
       }
@@ -477,30 +480,17 @@ inline nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run
       const bool fb = t->model.feedback();
       if (run.cfg.data.rfind("task:", 0) == 0 && !is_state_task_data(run.cfg) && !is_probe_task_data(run.cfg) && g.task_examples > 0) {  // reasoning tasks: greedy answers
         const TaskConfig task = task_config(run.cfg);
-        std::vector<std::string> modes;
-        if (g.task_modes.empty()) {
-          modes = {"standard"};
-          if (fb) modes.insert(modes.end(), {"soft", "fused(1)", "fused(2)"});
-        } else {
-          for (const auto& md : g.task_modes)
-            if (fb || !(DecodeModeSpec::parse(md).feeds_back() || DecodeModeSpec::parse(md).prefill_feeds_back())) modes.push_back(md);
-        }
-        for (int m : g.task_lengths) {  // key "mode@mx": accuracy and median trace at m times the training length
-          // trace_tag: task_examples problems at every requested level (the same problems), reported per level too
-          const auto ex = task.trace_tag ? eval_examples_at_levels(task, g.task_examples, 20261202, m) : eval_examples(task, g.task_examples, 20261202, m);
-          const int max_bytes = max_solution_bytes(task, m) + 8;
-          std::vector<TaskEvalResult> rs;  // for the paired tests below
-          for (const auto& md : modes) {
-            rs.push_back(evaluate_task(dec, task, ex, DecodeModeSpec::parse(md), max_bytes));
-            const TaskEvalResult& r = rs.back();
-            nlohmann::json tj = {{"mode", md}, {"length_mult", m}, {"accuracy", r.accuracy}, {"median_trace", r.median_trace}, {"completed", r.completed}, {"examples", r.examples}};
+        const std::vector<std::string> modes = task_eval_modes(fb, g.task_modes);
+        for (const TaskEvalAtLength& at : evaluate_task_lengths(dec, task, modes, g.task_lengths, g.task_examples)) {
+          const int m = at.length_mult;  // key "mode@mx" (the mode as the grid names it): accuracy and median trace at m times the training length
+          for (std::size_t i = 0; i < modes.size(); ++i) {
+            const TaskEvalResult& r = at.results[i];
+            nlohmann::json tj = {{"mode", modes[i]}, {"length_mult", m}, {"accuracy", r.accuracy}, {"median_trace", r.median_trace}, {"completed", r.completed}, {"examples", r.examples}};
             for (const TaskLevelResult& l : r.levels)
               tj["levels"][l.level] = {{"accuracy", l.accuracy}, {"median_trace", l.median_trace}, {"completed", l.completed}, {"examples", l.examples}};
-            res["tasks"][md + "@" + std::to_string(m) + "x"] = tj;
+            res["tasks"][modes[i] + "@" + std::to_string(m) + "x"] = tj;
           }
-          std::vector<std::pair<std::string, const TaskEvalResult*>> runs;  // McNemar's exact test of every two modes
-          for (const auto& r : rs) runs.push_back({r.mode, &r});
-          for (const ModePairTest& pt : mode_pair_tests(runs))
+          for (const ModePairTest& pt : at.paired)  // McNemar's exact test of every two modes
             res["paired"][std::to_string(m) + "x"].push_back({{"a", pt.a}, {"b", pt.b}, {"n", pt.test.n}, {"b_only", pt.test.b}, {"c_only", pt.test.c},
                                                               {"p_value", pt.test.p_value}});
         }

@@ -331,8 +331,7 @@ inline int cmd_eval(Args a) {
           }
         }
         if (task_examples > 0) {  // greedy answers per mode and length, paired tests on the same problems
-          std::vector<std::string> modes{"standard"};
-          if (m.feedback()) modes.insert(modes.end(), {"soft", "fused(1)", "fused(2)"});
+          std::vector<std::string> modes = task_eval_modes(m.feedback());
           std::string traces_mode;
           if (!traces_out.empty()) {
             const DecodeModeSpec tm = DecodeModeSpec::parse(traces_mode_opt.empty() ? (m.feedback() ? "soft" : "standard") : traces_mode_opt);
@@ -348,24 +347,20 @@ inline int cmd_eval(Args a) {
                              "), the data's separator is " + std::to_string(dec.sep_token()) + "; give --data task:" + task_cfg.name);
           }
           TracesWritten tw;
-          for (int mult : task_lengths) {
-            check_eval_length(task_cfg, mult, m.cfg.max_position_embeddings);
-            const auto ex = task_cfg.trace_tag ? eval_examples_at_levels(task_cfg, task_examples, 20261202, mult) : eval_examples(task_cfg, task_examples, 20261202, mult);
-            std::printf("  task %s, difficulty %d x %d, %zu problems (seed 20261202), greedy:\n", task_cfg.name.c_str(), task_cfg.difficulty, mult, ex.size());
-            std::vector<TaskEvalResult> rs;
-            for (const auto& md : modes) {
-              const DecodeModeSpec spec = DecodeModeSpec::parse(md);
-              const int budget = max_solution_bytes(task_cfg, mult) + 8;
-              rs.push_back(kdec ? evaluate_task(*kdec, task_cfg, ex, spec, budget) : evaluate_task(dec, task_cfg, ex, spec, budget));
-              std::printf("    %-9s accuracy %.3f, median trace %.1f bytes, completed %.3f\n", md.c_str(), rs.back().accuracy, rs.back().median_trace, rs.back().completed);
-              if (md == traces_mode) {
-                const TracesWritten w = write_traces_jsonl(traces_out, ex, rs.back(), traces_filter == "correct", mult != task_lengths.front());
-                tw.written += w.written, tw.wrong += w.wrong, tw.empty += w.empty, tw.not_text += w.not_text;
-              }
+          auto on_result = [&](const TaskEvalAtLength& at, const TaskEvalResult& r) {  // a line per mode as it ends; its traces
+            if (at.results.size() == 1)
+              std::printf("  task %s, difficulty %d x %d, %zu problems (seed 20261202), greedy:\n", task_cfg.name.c_str(), task_cfg.difficulty, at.length_mult,
+                          at.examples.size());
+            std::printf("    %-9s accuracy %.3f, median trace %.1f bytes, completed %.3f\n", r.mode.c_str(), r.accuracy, r.median_trace, r.completed);
+            if (r.mode == traces_mode) {
+              const TracesWritten w = write_traces_jsonl(traces_out, at.examples, r, traces_filter == "correct", at.length_mult != task_lengths.front());
+              tw.written += w.written, tw.wrong += w.wrong, tw.empty += w.empty, tw.not_text += w.not_text;
             }
-            std::vector<std::pair<std::string, const TaskEvalResult*>> runs;
-            for (const auto& r : rs) runs.push_back({r.mode, &r});
-            for (const ModePairTest& t : mode_pair_tests(runs)) std::printf("    %s\n", format_pair_test(t).c_str());
+          };
+          for (int mult : task_lengths) {  // one length at a time, its paired tests after its modes
+            auto one = [&](auto& d) { return evaluate_task_lengths(d, task_cfg, modes, {mult}, task_examples, on_result); };
+            const std::vector<TaskEvalAtLength> at = kdec ? one(*kdec) : one(dec);
+            for (const ModePairTest& t : at.front().paired) std::printf("    %s\n", format_pair_test(t).c_str());
           }
           if (!traces_out.empty())
             std::printf("  wrote %d %s traces to %s (left out: %d wrong, %d empty, %d not ASCII)\n", tw.written, traces_mode.c_str(), traces_out.c_str(), tw.wrong,

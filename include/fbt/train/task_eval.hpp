@@ -10,6 +10,8 @@
 // function of the generated texts alone. Each result keeps every example's right/wrong, so two modes (or
 // two models) evaluated on the same examples can be compared with a paired test (mode_pair_tests:
 // McNemar's exact test, stats.hpp). write_traces_jsonl writes the generated texts as SFT JSONL.
+// evaluate_task_lengths is the whole evaluation (modes x length multiples, the paired tests), one function for
+// `fbt eval --task_examples` and the grid runner's result.json.
 #pragma once
 
 #include <algorithm>
@@ -172,6 +174,66 @@ TaskEvalResult evaluate_task(Decoder<M, Be>& dec, const TaskConfig& task, const 
     for (std::size_t j = 0; j < active.size(); ++j) next[active[j]] = argmax_token(logits.data() + j * V, V);
   }
   return score_task_outputs(task, examples, out, mode.name());
+}
+
+/// \brief The decoding modes of a task evaluation: `requested`, or (empty) standard and, for a model that feeds
+/// back, soft, fused(1) and fused(2); a mode that needs feedback is left out for a baseline.
+inline std::vector<std::string> task_eval_modes(bool feedback, const std::vector<std::string>& requested = {}) {
+  if (requested.empty()) {
+    std::vector<std::string> m{"standard"};
+    if (feedback) m.insert(m.end(), {"soft", "fused(1)", "fused(2)"});
+    return m;
+  }
+  std::vector<std::string> m;
+  for (const auto& md : requested) {
+    const DecodeModeSpec spec = DecodeModeSpec::parse(md);
+    if (feedback || !(spec.feeds_back() || spec.prefill_feeds_back())) m.push_back(md);
+  }
+  return m;
+}
+
+/// The problems of a task evaluation at length_mult x the training length: n of them, from the evaluation's
+/// seed (20261202); with trace_tag, the same problems at every requested level.
+inline std::vector<Example> task_eval_examples(const TaskConfig& task, int n, int length_mult) {
+  return task.trace_tag ? eval_examples_at_levels(task, n, 20261202, length_mult) : eval_examples(task, n, 20261202, length_mult);
+}
+
+/// One length of a task evaluation: every mode on the same problems, and McNemar's test of every two modes.
+struct TaskEvalAtLength {
+  int length_mult = 1;
+  std::vector<Example> examples;
+  std::vector<TaskEvalResult> results;  ///< one per mode, in the modes' order
+  std::vector<ModePairTest> paired;
+};
+
+/// \brief Greedy answers of n problems of `task` at each of `lengths` (multiples of the training length) in each
+/// of `modes`, with the paired tests: what `fbt eval --task_examples` prints and `fbt ablate` records. Each length
+/// is checked against the model's positions first (check_eval_length). on_result(at, result) is called after
+/// each mode (progress, traces).
+template <class M, class Be, class OnResult>
+std::vector<TaskEvalAtLength> evaluate_task_lengths(Decoder<M, Be>& dec, const TaskConfig& task, const std::vector<std::string>& modes,
+                                                    const std::vector<int>& lengths, int n, OnResult&& on_result) {
+  std::vector<TaskEvalAtLength> out;
+  for (int mult : lengths) {
+    check_eval_length(task, mult, dec.model().cfg.max_position_embeddings);
+    TaskEvalAtLength at;
+    at.length_mult = mult, at.examples = task_eval_examples(task, n, mult);
+    const int budget = max_solution_bytes(task, mult) + 8;
+    for (const auto& md : modes) {
+      at.results.push_back(evaluate_task(dec, task, at.examples, DecodeModeSpec::parse(md), budget));
+      on_result(at, at.results.back());
+    }
+    std::vector<std::pair<std::string, const TaskEvalResult*>> runs;
+    for (const auto& r : at.results) runs.push_back({r.mode, &r});
+    at.paired = mode_pair_tests(runs);
+    out.push_back(std::move(at));
+  }
+  return out;
+}
+template <class M, class Be>
+std::vector<TaskEvalAtLength> evaluate_task_lengths(Decoder<M, Be>& dec, const TaskConfig& task, const std::vector<std::string>& modes,
+                                                    const std::vector<int>& lengths, int n) {
+  return evaluate_task_lengths(dec, task, modes, lengths, n, [](const TaskEvalAtLength&, const TaskEvalResult&) {});
 }
 
 /// What write_traces_jsonl wrote and left out.
