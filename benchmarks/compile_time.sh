@@ -7,7 +7,9 @@
 #   one_fuser/plugin    the same fuser as a plugin (-DFBT_PLUGIN_BUILD -shared -fPIC -fvisibility=hidden, as fbt_add_plugin)
 #   own_project/main    examples/own_project/main.cpp (a fuser, a block, a policy, an optimizer; cli_main), against fbt::runtime
 #   own_project/plugin  examples/own_project/plugin.cpp (the same four pieces as a plugin)
-#   custom_fuser        examples/custom_fuser.cpp (a fuser, its gradient check, the trainer, the decoder; fbt::kernels)
+#   custom_fuser        examples/custom_fuser.cpp (a fuser, its gradient check, the trainer, the decoder through
+#                       fbt/session.hpp), against fbt::runtime (-DFBT_COMPILED_RUNTIME: src/session.cpp compiled there)
+#   custom_fuser/headers  the same file with the headers only (fbt/session_impl.hpp compiled in it)
 # With OLD_SRC (a checkout of an earlier commit), the files that exist there are compiled against its headers too
 # ("old": what the same file cost before). Prints a markdown table of medians over ROUNDS (default 1) with the range.
 set -euo pipefail
@@ -32,7 +34,8 @@ for ((r = 0; r < rounds; ++r)); do
   run one_fuser/plugin "$src" -DFBT_PLUGIN_BUILD -shared -fPIC -fvisibility=hidden -fvisibility-inlines-hidden "$one" -o "$work/a.so"
   run own_project/main "$src" -DFBT_COMPILED_RUNTIME -DFBT_COMPILED_KERNELS -c "$src/examples/own_project/main.cpp" -o "$work/b.o"
   run own_project/plugin "$src" -shared -fPIC -fvisibility=hidden -fvisibility-inlines-hidden "$src/examples/own_project/plugin.cpp" -o "$work/b.so"
-  run custom_fuser "$src" -DFBT_COMPILED_KERNELS -c "$src/examples/custom_fuser.cpp" -o "$work/c.o"
+  run custom_fuser "$src" -DFBT_COMPILED_RUNTIME -DFBT_COMPILED_KERNELS -c "$src/examples/custom_fuser.cpp" -o "$work/c.o"
+  run custom_fuser/headers "$src" -DFBT_COMPILED_KERNELS -c "$src/examples/custom_fuser.cpp" -o "$work/h.o"
   run one_fuser/headers "$src" -c "$one" -o "$work/d.o"
   if [[ -n "$old" ]]; then
     run old:one_fuser/headers "$old" -c "$one" -o "$work/e.o"

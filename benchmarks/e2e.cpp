@@ -31,7 +31,7 @@
 #include "fbt/io/checkpoint.hpp"
 #include "fbt/model/parallel_step.hpp"
 #include "fbt/train/adamw.hpp"
-#include "fbt/train/train_config.hpp"
+#include "fbt/train/config.hpp"
 
 using namespace fbt;
 

@@ -4,18 +4,26 @@
 //   build/examples/custom_fuser [out_dir]
 //
 // The fuser below is ~40 lines against the contract of fbt/layers/fuser.hpp: declare its parameter,
-// say what a pass keeps, forward, backward. Then, with no edit to the library:
+// say what a pass keeps, forward, backward. FBT_REGISTER_FUSER makes it known by name ("add"), in float and
+// double, at its slot (AnyFuser). Then, with no edit to the library, through fbt/session.hpp:
 //   1. its backward is checked against central finite differences in double through the whole K = 3
-//      chain (fbt::check_step_gradients: every parameter tensor of the model, jitter and prefixes on);
-//   2. the library's Trainer runs 200 steps of the K-pass schedule on a built-in task;
+//      chain (fbt::check_model_gradients: every parameter tensor of the model, jitter and prefixes on);
+//   2. the library's Trainer runs 200 steps of the K-pass schedule on a built-in task (fbt::Session::train);
 //   3. the KV-cache decoder decodes greedily in every mode (standard, soft, fused(1), fused(2));
 //   4. a checkpoint is saved and loaded back (the config records fuser "add") with identical logits.
-// Exit status 0 only if every check holds. tests/install builds this file against the installed package.
+// Linked to fbt::runtime (this build's examples, or an installed fbt), the file compiles its fuser only: the
+// trainer, the decoder and the check are compiled once there (docs/PERFORMANCE.md, "Compile time of a user
+// file"). Without it, fbt/session.hpp compiles them here from the headers. Exit status 0 only if every check
+// holds. tests/install builds this file against the installed package both ways.
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <string>
+#include <vector>
 
-#include "fbt/fbt.hpp"
+#include "fbt/layers/fuser.hpp"
+#include "fbt/ops/linear.hpp"
+#include "fbt/session.hpp"
 
 // ---- the fuser: u = e + W s,  W (D, D) starts at 0, so the model starts as the plain one ----------------
 template <class T> struct AddFuser {
@@ -54,38 +62,22 @@ template <class T> struct AddFuser {
   }
 };
 
+FBT_REGISTER_FUSER(AddFuser);  // AddFuser<float> and AddFuser<double>, by name, when the program starts
+
 // -------------------------------------------------------------------------------------------------------
-namespace {
-
-bool gradient_check() {
-  using M = fbt::Model<double, AddFuser<double>>;
-  fbt::ModelConfig cfg;  // a tiny model: V 32, D 16, 2 blocks
-  cfg.vocab_size = 32, cfg.hidden_size = 16, cfg.num_hidden_layers = 2, cfg.num_attention_heads = 2, cfg.num_key_value_heads = 1;
-  cfg.intermediate_size = 24, cfg.max_position_embeddings = 64, cfg.fuser = "add";
-  M m(cfg, 1);
-  fbt::perturb_parameters(m.params, 2);  // away from the init: W = 0 would make the state gradient zero
-  fbt::Rng rng(3);
-  const int B = 2, T = 8;
-  std::vector<int> tok(B * T), tgt(B * T), prefix(3 * B, 1);
-  std::vector<std::uint8_t> docs(B * T, 0);
-  for (int i = 0; i < B * T; ++i) tok[i] = int(rng.below(32)), tgt[i] = int(rng.below(32));
-  docs[T + 4] = 1;  // a document boundary in row 1
-  fbt::Rng jitter(4);
-  fbt::StepOptions o;
-  o.K = 3, o.sigma = 0.02, o.rng = &jitter, o.prefix = prefix.data(), o.lambda = 0.7;
-  const auto rep = fbt::check_step_gradients(m, fbt::Batch{B, T, tok.data(), tgt.data(), docs.data()}, o);
-  std::printf("1. backward vs central differences (double, K = 3, jitter, prefix 1, a document boundary):\n%s", rep.str().c_str());
-  std::printf("   worst relative error %.3g (bound 1e-6): %s\n", rep.worst(), rep.ok(1e-6) ? "ok" : "FAILED");
-  return rep.ok(1e-6);
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;
-  using M = fbt::Model<float, AddFuser<float>>;
   const std::string out = argc > 1 ? argv[1] : (fs::temp_directory_path() / "fbt_custom_fuser").string();
-  bool ok = gradient_check();
+
+  // 1. the backward against central differences: a tiny model (V 32, D 16, 2 blocks) whose config names the fuser
+  fbt::ModelConfig cfg;
+  cfg.vocab_size = 32, cfg.hidden_size = 16, cfg.num_hidden_layers = 2, cfg.num_attention_heads = 2, cfg.num_key_value_heads = 1;
+  cfg.intermediate_size = 24, cfg.max_position_embeddings = 64, cfg.fuser = "add";
+  fbt::ModelCheckOptions co;  // K = 3, lambda 0.7, jitter 0.02, prefix 1, a document boundary
+  const fbt::StepGradReport rep = fbt::check_model_gradients(cfg, co);
+  std::printf("1. backward vs central differences (double, K = 3, jitter, prefix 1, a document boundary):\n%s", rep.str().c_str());
+  std::printf("   worst relative error %.3g (bound 1e-6): %s\n", rep.worst(), rep.ok(1e-6) ? "ok" : "FAILED");
+  bool ok = rep.ok(1e-6);
 
   // 2. train with the library's trainer: the config names the fuser ("add"); everything else is as for glu
   fbt::TrainConfig c;
@@ -98,42 +90,37 @@ int main(int argc, char** argv) {
   c.eval_every = 0, c.eval_windows = 8, c.seq_eval_windows = 2, c.monitor_passes = 8, c.progress = false;
   c.out_dir = out;
   fs::remove_all(out);
-  fbt::Trainer<M> t(c);
-  t.run(nullptr);
-  const fbt::EvalReport e = t.evaluate();
-  std::printf("\n2. %ld training steps on %s: validation loss per pass", t.step, c.data.c_str());
+  fbt::Session s = fbt::Session::train(c, nullptr);
+  const fbt::EvalReport e = s.evaluate();
+  std::printf("\n2. %ld training steps on %s: validation loss per pass", s.step(), c.data.c_str());
   for (double l : e.val_loss) std::printf(" %.4f", l);
   std::printf(" | token by token, soft %.4f (standard %.4f) | contraction L(8) %.4f\n", e.seq_loss_soft, e.seq_loss_standard,
               e.contraction.loss.back());
   ok = ok && e.val_loss[0] < 2.0;  // a uniform guess over 257 bytes is 5.55; trained, well under 2
 
   // 3. greedy decoding in every mode, with the KV cache
-  auto& dec = t.decoder();
   const std::vector<int> prompt = fbt::ByteTokenizer::encode_document("12+34=?\n");
   std::printf("\n3. greedy decoding of \"12+34=?\" (the answer is 46):\n");
   for (const char* mode : {"standard", "soft", "fused(1)", "fused(2)"}) {
     fbt::GenerateOptions go;
     go.mode = fbt::DecodeModeSpec::parse(mode), go.max_new_tokens = 40, go.stop_token = fbt::kSep;
     std::string text;
-    for (int tok : fbt::generate(dec, prompt, go))
+    for (int tok : s.generate(prompt, go))
       if (tok != fbt::kSep) text += tok == '\n' ? std::string("\\n") : std::string(1, char(tok));
     std::printf("   %-9s %s\n", mode, text.c_str());
   }
 
   // 4. save, load into a fresh model (the file's config says fuser "add"), same logits bit for bit
   const std::string path = out + "/add_fuser.safetensors";
-  fbt::save_model(path, t.model);
-  const M loaded = fbt::load_model<M>(path);
-  fbt::Decoder<M> dec2(loaded, fbt::kSep);
-  std::vector<float> a(loaded.V), b(loaded.V);
+  s.save(path);
+  fbt::Session loaded = fbt::Session::load(path);
   std::printf("\n");
   for (const char* mode : {"standard", "fused(2)"}) {
-    auto s1 = dec.new_sequence(32, fbt::DecodeModeSpec::parse(mode));
-    auto s2 = dec2.new_sequence(32, fbt::DecodeModeSpec::parse(mode));
-    dec.prefill(s1, prompt.data(), int(prompt.size()), a.data());
-    dec2.prefill(s2, prompt.data(), int(prompt.size()), b.data());
-    const bool same = std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-    std::printf("4. reloaded %s, %s prefill logits: %s\n", path.c_str(), mode, same ? "identical" : "DIFFER");
+    const std::vector<float> a = s.prefill_logits(prompt, fbt::DecodeModeSpec::parse(mode));       // (V)
+    const std::vector<float> b = loaded.prefill_logits(prompt, fbt::DecodeModeSpec::parse(mode));  // (V)
+    const bool same = a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    std::printf("4. reloaded %s (fuser %s), %s prefill logits: %s\n", path.c_str(), loaded.config().fuser.c_str(), mode,
+                same ? "identical" : "DIFFER");
     ok = ok && same;
   }
   std::printf("\n%s\n", ok ? "custom_fuser: all checks passed" : "custom_fuser: a check FAILED");

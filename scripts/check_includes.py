@@ -5,7 +5,8 @@ Every `#include "..."` of a header under include/fbt is resolved to a path and b
 
   floor 8  apps         cli/, cli.hpp, ablate.hpp, fbt.hpp,   the `fbt` command, the ablation driver, the umbrella,
                         python/, python.hpp,                  the Python bindings, plugins (loading one; what a
-                        plugins.hpp, plugin.hpp               plugin's file includes)
+                        plugins.hpp, plugin.hpp,              plugin's file includes; the loop as plain functions)
+                        session.hpp, session_impl.hpp
   floor 7  train        train/                                trainer, optimizers, clipping, schedules, evaluation
   floor 6  step/decode  decode/, dist/, check/, cuda/         the decoder, the distributed step, the checkers (run a
                                                               model), the CUDA backend and its engine
@@ -43,7 +44,8 @@ FLOORS = [  # (floor name, path prefixes under include/fbt/)
     ("model", ["model/"]),
     ("step/decode", ["decode/", "dist/", "check/"]),
     ("train", ["train/"]),
-    ("apps", ["cli/", "cli.hpp", "ablate.hpp", "fbt.hpp", "cuda/cuda.cuh", "python/", "python.hpp", "plugins.hpp", "plugin.hpp"]),
+    ("apps", ["cli/", "cli.hpp", "ablate.hpp", "fbt.hpp", "cuda/cuda.cuh", "python/", "python.hpp", "plugins.hpp", "plugin.hpp",
+              "session.hpp", "session_impl.hpp"]),
 ]
 BESIDE = {  # area -> (highest floor it may include, lowest floor that may include it, beside areas it may include)
     "io": (5, 6, {"io"}),

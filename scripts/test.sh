@@ -14,7 +14,8 @@ build_dir="${FBT_BUILD_DIR:-build}"
 # translation unit into one executable, build/tests/<area>/test_<area> (FBT_TEST_UNITY): the unit tests
 # compile in about half the time (docs/PERFORMANCE.md, "Build time").
 # FBT_CMAKE_ARGS="-DFBT_TEST_PCH=OFF -DFBT_TEST_UNITY=OFF" builds each test file on its own includes into
-# its own executable, as a check that none misses an include.
-bash scripts/build.sh "$build_dir" -DFBT_BUILD_TESTS=ON -DFBT_TEST_PCH=ON -DFBT_TEST_UNITY=ON ${FBT_CMAKE_ARGS:-}
+# its own executable, as a check that none misses an include. FBT_HOST_DEVICE=ON gives the command --device host
+# (the CUDA backend's host stand-in), which the cli.*device_host tests drive.
+bash scripts/build.sh "$build_dir" -DFBT_BUILD_TESTS=ON -DFBT_TEST_PCH=ON -DFBT_TEST_UNITY=ON -DFBT_HOST_DEVICE=ON ${FBT_CMAKE_ARGS:-}
 echo "+ ctest --test-dir $build_dir --output-on-failure -j ${FBT_JOBS:-2} $*"
 exec ctest --test-dir "$build_dir" --output-on-failure -j "${FBT_JOBS:-2}" "$@"

@@ -189,6 +189,11 @@ if [[ "$mode" == find_package ]]; then
   "$work/consumer-build/consumer"
   step "run custom_fuser (a fuser of the user's own, built against the installed package)"
   "$work/consumer-build/custom_fuser" "$work/custom_fuser_run"
+  if [[ -f "$prefix/share/cmake/fbt/fbtRuntimeTargets.cmake" ]]; then
+    step "run custom_fuser_runtime (the same file against the installed fbt::runtime: the loop compiled once)"
+    [[ -x "$work/consumer-build/custom_fuser_runtime" ]] || { echo "FAIL: fbt::runtime was installed but custom_fuser_runtime was not built" >&2; exit 1; }
+    "$work/consumer-build/custom_fuser_runtime" "$work/custom_fuser_runtime_run"
+  fi
   if [[ -f "$prefix/share/cmake/fbt/fbtMpiTargets.cmake" ]]; then
     step "run mpi_consumer (fbt::mpi from the installed package)"
     [[ -x "$work/consumer-build/mpi_consumer" ]] || { echo "FAIL: fbt::mpi was installed but the consumer did not find it" >&2; exit 1; }

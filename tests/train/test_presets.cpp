@@ -1,4 +1,4 @@
-// Training presets (train/train_config.hpp train_presets): `--preset v1|paper` sets a fixed list
+// Training presets (train/presets.hpp train_presets): `--preset v1|paper` sets a fixed list
 // of fields first, whatever its place among the flags or the keys of a file; the other fields then change
 // it; the preset is recorded (to_json, so the checkpoint's train_config and result.json) and a resumed
 // record reads back to the same config; a baseline is made single-pass instead of being refused.
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <set>
 
-#include "fbt/train/train_config.hpp"
+#include "fbt/train/config.hpp"
 #include "../common/io_test.hpp"
 
 // The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.

@@ -22,14 +22,9 @@
 #include <vector>
 
 #include "../model/multipass.hpp"
+#include "grad_report.hpp"
 
 namespace fbt {
-
-struct GradCheck {
-  double err = 0;      ///< normwise relative error
-  double max_abs = 0;  ///< max |analytic - fd|
-  double norm = 0;     ///< ||fd||_2 (a check against an all-zero gradient)
-};
 
 /// \brief Central differences of f (which reads x, perturbed here in place) against grad, over n
 /// elements of x (a stride > 1 samples every stride-th).
@@ -66,34 +61,6 @@ template <class T> void perturb_parameters(ParamStore<T>& ps, std::uint64_t seed
     for (std::size_t i = 0; i < s.size; ++i) p[i] = T(s.shape.size() == 1 ? 1.0 + 0.2 * rng.normal() : 0.3 * rng.normal());
   }
 }
-
-struct StepGradReport {
-  struct Row {
-    std::string tensor;
-    GradCheck check;
-  };
-  std::vector<Row> rows;  ///< one per parameter tensor, in checkpoint order
-  /// Every tensor within tol.
-  bool ok(double tol = 1e-6) const {
-    for (const auto& r : rows)
-      if (!(r.check.err < tol)) return false;
-    return !rows.empty();
-  }
-  double worst() const {
-    double w = 0;
-    for (const auto& r : rows) w = std::max(w, r.check.err);
-    return w;
-  }
-  std::string str() const {
-    std::string s;
-    char line[256];
-    for (const auto& r : rows) {
-      std::snprintf(line, sizeof line, "  %-48s rel err %.3g  |g_fd| %.3g\n", r.tensor.c_str(), r.check.err, r.check.norm);
-      s += line;
-    }
-    return s;
-  }
-};
 
 /// \brief Checks the gradient multipass_step accumulates for every parameter tensor of m (a double
 /// model) against central differences of the step's objective sum_j weight_j L_j. Options as for the

@@ -19,7 +19,7 @@
 #include "../data/tokenizer.hpp"
 #include "../detail/input.hpp"
 #include "../io/hf.hpp"
-#include "../train/train_config.hpp"
+#include "../train/config.hpp"
 
 namespace fbt {
 namespace cli {

@@ -18,7 +18,9 @@
 #if defined(FBT_HAVE_MPI)
 #include "../dist/mpi_comm.hpp"
 #endif
+#if defined(FBT_HOST_DEVICE)
 #include "../check/host_backend.hpp"
+#endif
 #include "../train/trainer.hpp"
 #if defined(__CUDACC__)  // the command compiled by nvcc (target fbt_cuda): --device cuda
 #include "../cuda/backend.cuh"
@@ -28,9 +30,32 @@ namespace fbt {
 namespace cli {
 
 
-/// Set once a command has started printing live progress lines (training, a demo, a grid): from then on
-/// an error starts on a line of its own. Refusals before that are exactly one line on stderr.
-inline bool g_progress_started = false;
+/// \brief What one `fbt` command keeps while it runs, owned by run_command and passed to the command (no
+/// global state): whether it has started printing live progress lines (from then on an error starts on a
+/// line of its own; refusals before that are exactly one line on stderr), its memory estimate (named when it
+/// still runs out of memory, std::bad_alloc) and, with --distributed mpi, the MPI session and MPI_COMM_WORLD
+/// (started on first use, finalised when the command returns).
+struct CommandState {
+  bool progress_started = false;
+  std::string memory_estimate;  ///< "1.2 GB (parameters ..., KV cache ...)": what the command was estimated to need
+#if defined(FBT_HAVE_MPI)
+  std::unique_ptr<MpiSession> mpi;
+  std::unique_ptr<MpiComm> comm;
+#endif
+  /// The ranks of MPI_COMM_WORLD when MPI was started, else 1 (rank: 0).
+  int ranks() const {
+#if defined(FBT_HAVE_MPI)
+    if (comm) return comm->size();
+#endif
+    return 1;
+  }
+  int rank() const {
+#if defined(FBT_HAVE_MPI)
+    if (comm) return comm->rank();
+#endif
+    return 0;
+  }
+};
 
 inline const char* kUsage =
     "fbt: full-bandwidth transformers (arXiv:2608.08888) on the CPU\n\n"
@@ -48,9 +73,6 @@ inline const char* kUsage =
     "of your own fusers, blocks, policies or optimizers, built with fbt_add_plugin (docs/api.md, \"your own piece in a plugin\").\n";
 
 // ----------------------------------------------------------------------------------------- memory
-/// The memory estimate of the running command, as its refusal would say it ("1.2 GB: KV cache ..."):
-/// run_command names it when the command still runs out of memory (std::bad_alloc).
-inline std::string g_memory_estimate;
 
 /// What a command needs at least, from its options and the model's config, before any weight is read.
 struct CommandMemory {
@@ -116,9 +138,9 @@ inline CommandMemory eval_memory(const TrainConfig& c, const ModelConfig& mc, in
 
 /// \brief Refuses the command `cmd` (fbt::Error naming the estimate, its parts and the limit) when its
 /// estimate exceeds --max_memory_gb, else MemAvailable (check_memory); records the estimate for run_command's
-/// out-of-memory line.
-inline void check_command_memory(const char* cmd, const CommandMemory& m, double max_memory_gb, const std::string& hint) {
-  g_memory_estimate = detail::fmt_bytes(m.total()) + " (" + m.breakdown() + ")";
+/// out-of-memory line (CommandState::memory_estimate).
+inline void check_command_memory(CommandState& st, const char* cmd, const CommandMemory& m, double max_memory_gb, const std::string& hint) {
+  st.memory_estimate = detail::fmt_bytes(m.total()) + " (" + m.breakdown() + ")";
   check_memory(std::string("fbt ") + cmd, m.total(), m.breakdown(), max_memory_gb, hint);
 }
 /// --max_memory_gb of sample, eval, logits: GB (1e9 bytes) the command may use, 0 = MemAvailable.
@@ -141,24 +163,21 @@ inline std::vector<std::string> split(const std::string& s, char sep) {
 // ------------------------------------------------------------------------------------------ train
 // --distributed mpi: MPI is initialised for the run (the program is started by mpirun -np N); an error on
 // any rank is printed with the rank and ends every rank (MPI_Abort in main), so none is left waiting.
-#if defined(FBT_HAVE_MPI)
-inline std::unique_ptr<MpiSession> g_mpi;
-inline std::unique_ptr<MpiComm> g_comm;
-#endif
-/// The communicator of MPI_COMM_WORLD (MPI initialised on first use); refused, saying how to get MPI, in a
-/// build without it.
-inline Communicator& mpi_world(const char* cmd) {
+/// The communicator of MPI_COMM_WORLD (MPI initialised on first use, held by the command's state); refused,
+/// saying how to get MPI, in a build without it.
+inline Communicator& mpi_world(CommandState& st, const char* cmd) {
 #if defined(FBT_HAVE_MPI)
   (void)cmd;
-  if (!g_mpi) g_mpi = std::make_unique<MpiSession>(nullptr, nullptr), g_comm = std::make_unique<MpiComm>();
-  return *g_comm;
+  if (!st.mpi) st.mpi = std::make_unique<MpiSession>(nullptr, nullptr), st.comm = std::make_unique<MpiComm>();
+  return *st.comm;
 #else
+  (void)st;
   throw Error(std::string("--distributed mpi: this fbt was built without MPI; install it (Debian: apt-get install libopenmpi-dev openmpi-bin, "
               "or scripts/setup.sh), rebuild, and start the run with mpirun -np N fbt ") + cmd + " ... --distributed mpi");
 #endif
 }
-template <class Tr> void attach_distributed(Tr& t, const std::string& mode) {
-  if (mode == "mpi") t.set_communicator(mpi_world("train"));
+template <class Tr> void attach_distributed(CommandState& st, Tr& t, const std::string& mode) {
+  if (mode == "mpi") t.set_communicator(mpi_world(st, "train"));
 }
 
 /// A backend type as a value (with_device's argument).
@@ -166,12 +185,19 @@ template <class Be> struct BackendTag {
   using type = Be;
 };
 /// \brief Calls f(BackendTag<Be>{}) for the backend --device names: cpu (CpuBackend<float>: threads, MPI,
-/// bf16), host (check::HostBackend, the CUDA backend's host stand-in: the GPU path checked without a GPU)
-/// or cuda (CudaBackend; only in the command compiled by nvcc, fbt_cuda). Refuses any other name, and
-/// cuda in a build without it, saying how to get it.
+/// bf16), host (check::HostBackend, the CUDA backend's host stand-in: the GPU path checked without a GPU;
+/// only in a command compiled with FBT_HOST_DEVICE, the test build's: a production command does not carry a
+/// third copy of the loop for a check) or cuda (CudaBackend; only in the command compiled by nvcc, fbt_cuda).
+/// Refuses any other name, and host or cuda in a build without it, saying how to get it.
 template <class F> void with_device(const std::string& device, F&& f) {
   if (device == "cpu") return f(BackendTag<CpuBackend<float>>{});
+#if defined(FBT_HOST_DEVICE)
   if (device == "host") return f(BackendTag<check::HostBackend>{});
+#else
+  if (device == "host")
+    throw Error("--device host: the CUDA backend's host stand-in (a check of the GPU path without a GPU) is not in this fbt command; "
+                "configure fbt with -DFBT_HOST_DEVICE=ON (scripts/test.sh does) and rebuild");
+#endif
 #if defined(__CUDACC__)
   if (device == "cuda") return f(BackendTag<cuda::CudaBackend>{});
 #else
@@ -203,14 +229,14 @@ inline void cpu_only(const std::string& device, bool given, const std::string& w
 /// \brief The run directory of `fbt train`, checked, created and locked (prepare_out_dir, lock_run_dir)
 /// before the data and the model are set up; with --distributed mpi (the flag's, else `mode`) by rank 0
 /// alone (null elsewhere).
-inline std::shared_ptr<RunDirLock> lock_out_dir(const std::string& dir, const Args& flags, std::string mode) {
+inline std::shared_ptr<RunDirLock> lock_out_dir(CommandState& st, const std::string& dir, const Args& flags, std::string mode) {
   for (const auto& kv : flags)
     if (kv.first == "distributed") mode = kv.second;
   if (mode != "mpi") {
     prepare_out_dir(dir);
     return lock_run_dir(dir);
   }
-  Communicator& comm = mpi_world("train");
+  Communicator& comm = mpi_world(st, "train");
   std::shared_ptr<RunDirLock> lock;
   std::string err;
   if (comm.rank() == 0) {

@@ -21,7 +21,7 @@ namespace fbt {
 namespace cli {
 
 // ----------------------------------------------------------------------------------------- sample
-inline int cmd_sample(Args a) {
+inline int cmd_sample(CommandState& st, Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt sample --checkpoint CKPT (--prompt TEXT | --prompt_ids ID,ID,...) [--output text|ids] [--sep_id N]\n"
@@ -95,7 +95,7 @@ inline int cmd_sample(Args a) {
     throw Error("--max_new_tokens " + std::to_string(o.max_new_tokens) + ": the prompt takes " + std::to_string(P) + " of the model's " +
                 std::to_string(maxpos) + " positions (max_position_embeddings), so at most " + std::to_string(maxpos - P) + " new tokens fit");
   // the n sequences' K/V caches, the logits and the prefill, said before the weights are loaded
-  check_command_memory("sample", sample_memory(mc, n, P, P + o.max_new_tokens, o.mode.prefill_passes()), max_memory_gb,
+  check_command_memory(st, "sample", sample_memory(mc, n, P, P + o.max_new_tokens, o.mode.prefill_passes()), max_memory_gb,
                        "lower --n or --max_new_tokens");
   std::vector<std::vector<int>> outs;
   with_device(device, [&](auto be_tag) {
@@ -135,7 +135,7 @@ inline int cmd_sample(Args a) {
 
 // ----------------------------------------------------------------------------------------- logits
 // ----------------------------------------------------------------------------------------- export
-inline int cmd_export(Args a) {
+inline int cmd_export(CommandState& /*st*/, Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt export --checkpoint CKPT --hf DIR [--plain true] [--dtype F32|BF16]\n\n"
@@ -163,7 +163,7 @@ inline int cmd_export(Args a) {
   return 0;
 }
 
-inline int cmd_logits(Args a) {
+inline int cmd_logits(CommandState& st, Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt logits --checkpoint CKPT (--text TEXT | --text_file FILE) [--passes K] [--precision fp32|bf16] [--max_memory_gb X] --out FILE.npy\n\n"
@@ -188,7 +188,7 @@ inline int cmd_logits(Args a) {
   int K = 0, Tn = 0, V = 0;
   const ModelConfig mc = cli::checkpoint_config(ck);
   if (K_opt > 1 && !mc.feedback()) throw Error("--passes " + std::to_string(K_opt) + ": the checkpoint is a baseline (fuser none), which has 1 pass");
-  check_command_memory("logits", logits_memory(mc, K_opt > 0 ? K_opt : (mc.feedback() ? 3 : 1), std::min<long long>(tok.size(), mc.max_position_embeddings)),
+  check_command_memory(st, "logits", logits_memory(mc, K_opt > 0 ? K_opt : (mc.feedback() ? 3 : 1), std::min<long long>(tok.size(), mc.max_position_embeddings)),
                        max_memory_gb, "lower --passes or the text's length");
   with_model<float>(mc, [&](auto tag) {
     using M = typename decltype(tag)::type;

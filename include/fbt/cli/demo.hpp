@@ -35,7 +35,7 @@ struct DemoModel {
   std::string error;
 };
 
-inline int cmd_demo(Args a) {
+inline int cmd_demo(CommandState& st, Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt demo [--task running_sum|permutation|brackets|addition|state_tracking|multihop] [--task_difficulty N]\n"
@@ -145,7 +145,7 @@ inline int cmd_demo(Args a) {
   jobs.push_back([&] { work(models[0], trainer_f, {"standard", "soft", "fused(1)", "fused(2)"}); });
   jobs.push_back([&] { work(models[1], trainer_b, {"standard"}); });
   std::atomic<std::size_t> next{0};
-  g_progress_started = true;
+  st.progress_started = true;
   auto worker = [&] {
     for (std::size_t i; (i = next.fetch_add(1)) < jobs.size();) jobs[i]();
   };

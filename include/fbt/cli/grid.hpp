@@ -20,7 +20,7 @@ namespace fbt {
 namespace cli {
 
 // ----------------------------------------------------------------------------------------- ablate
-inline int cmd_ablate(Args a) {
+inline int cmd_ablate(CommandState& st, Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt ablate [--grid FILE.json] [--vary FIELD=v1|v2|...] [--seeds 1,2,3] [--tokens N] [--evals N]\n"
@@ -101,19 +101,19 @@ inline int cmd_ablate(Args a) {
     const std::size_t side = std::min<std::size_t>(need.size(), std::size_t(g.base.distributed == "mpi" ? 1 : std::max(g.jobs, 1)));
     CommandMemory m;
     for (std::size_t i = 0; i < side; ++i) m.activations += need[i];
-    g_memory_estimate = detail::fmt_bytes(m.total()) + " (the " + std::to_string(side) + " largest of " + std::to_string(need.size()) +
+    st.memory_estimate = detail::fmt_bytes(m.total()) + " (the " + std::to_string(side) + " largest of " + std::to_string(need.size()) +
                         " runs side by side: parameters, optimizer state, step activations and data)";
     check_memory("fbt ablate", m.total(),
                  "the " + std::to_string(side) + " largest of the grid's " + std::to_string(need.size()) + " runs at a time (--jobs " +
                      std::to_string(g.jobs) + "), each its parameters, optimizer state, step activations and data",
                  g.base.max_memory_gb, "lower --jobs or the runs' batch_size, seq_len or model size");
   }
-  g_progress_started = true;
+  st.progress_started = true;
   if (g.base.distributed == "mpi") {  // the runs one after another, each over all ranks
     if (g.jobs > 1)
       throw Error("fbt ablate --distributed mpi trains the runs one after another, each over all ranks; --jobs " + std::to_string(g.jobs) +
                   " (runs side by side) does not combine with it: leave jobs at 1");
-    Communicator& c = mpi_world("ablate");
+    Communicator& c = mpi_world(st, "ablate");
     const int failed = run_grid_distributed(g, c, c.rank() == 0 ? stderr : nullptr);
     return failed ? 1 : 0;
   }

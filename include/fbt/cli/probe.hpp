@@ -12,7 +12,7 @@
 namespace fbt {
 namespace cli {
 
-inline int cmd_probe(Args a) {
+inline int cmd_probe(CommandState& /*st*/, Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt probe --checkpoint CKPT (--items FILE.jsonl | --task completion|delayed_memory|latest_write|running_sum|permutation|brackets)\n"

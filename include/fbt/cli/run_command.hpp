@@ -33,6 +33,7 @@ FBT_RUNTIME_FN int run_command(int argc, char** argv) {
     return argc < 2 ? 1 : 0;
   }
   const std::string cmd = argv[1];
+  CommandState st;  // the command's own state: progress lines started, its memory estimate, MPI
   try {
     // --plugin FILE (any command, repeatable): its pieces join this program's before anything reads a config
     std::vector<char*> rest{argv[0], argv[1]};
@@ -47,28 +48,28 @@ FBT_RUNTIME_FN int run_command(int argc, char** argv) {
       rest.push_back(argv[i]);
     }
     Args a = cli::parse_args(int(rest.size()), rest.data(), 2, cmd == "ablate" ? std::vector<std::string>{"vary"} : std::vector<std::string>{});
-    if (cmd == "train") return cmd_train(a);
-    if (cmd == "eval") return cmd_eval(a);
-    if (cmd == "sample") return cmd_sample(a);
-    if (cmd == "demo") return cmd_demo(a);
-    if (cmd == "ablate") return cmd_ablate(a);
-    if (cmd == "logits") return cmd_logits(a);
-    if (cmd == "export") return cmd_export(a);
-    if (cmd == "probe") return cmd_probe(a);
+    if (cmd == "train") return cmd_train(st, a);
+    if (cmd == "eval") return cmd_eval(st, a);
+    if (cmd == "sample") return cmd_sample(st, a);
+    if (cmd == "demo") return cmd_demo(st, a);
+    if (cmd == "ablate") return cmd_ablate(st, a);
+    if (cmd == "logits") return cmd_logits(st, a);
+    if (cmd == "export") return cmd_export(st, a);
+    if (cmd == "probe") return cmd_probe(st, a);
     std::fprintf(stderr, "fbt: unknown command \"%s\"\n\n%s", cli::one_line(cmd).c_str(), kUsage);
     return 1;
   } catch (const std::exception& e) {
     std::string msg = e.what();
     if (dynamic_cast<const std::bad_alloc*>(&e))  // one line naming the command and what it was estimated to need
-      msg = "out of memory (std::bad_alloc)" + (g_memory_estimate.empty() ? std::string() : "; its estimate before it started was " + g_memory_estimate) +
+      msg = "out of memory (std::bad_alloc)" + (st.memory_estimate.empty() ? std::string() : "; its estimate before it started was " + st.memory_estimate) +
             "; lower the command's sizes, or give it more memory";
 #if defined(FBT_HAVE_MPI)
-    if (g_comm && g_comm->size() > 1) {  // every rank stops: the others may be waiting in a collective
+    if (st.ranks() > 1) {  // every rank stops: the others may be waiting in a collective
       // printed once: by rank 0 when it failed too (an option every rank refuses, or a collective's error,
       // which names the failing rank), else by the failing rank after rank 0 has had time to say it
-      if (g_comm->rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
-      std::fprintf(stderr, "%sfbt %s (rank %d of %d): error: %s\n", g_progress_started ? "\n" : "", cli::one_line(cmd).c_str(), g_comm->rank(),
-                   g_comm->size(), cli::one_line(msg).c_str());
+      if (st.rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+      std::fprintf(stderr, "%sfbt %s (rank %d of %d): error: %s\n", st.progress_started ? "\n" : "", cli::one_line(cmd).c_str(), st.rank(),
+                   st.ranks(), cli::one_line(msg).c_str());
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -80,7 +81,7 @@ FBT_RUNTIME_FN int run_command(int argc, char** argv) {
         if (std::strcmp(r, "0") != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
         break;
       }
-    std::fprintf(stderr, "%sfbt %s: error: %s\n", g_progress_started ? "\n" : "", cli::one_line(cmd).c_str(), cli::one_line(msg).c_str());
+    std::fprintf(stderr, "%sfbt %s: error: %s\n", st.progress_started ? "\n" : "", cli::one_line(cmd).c_str(), cli::one_line(msg).c_str());
     return 1;
   }
 }

@@ -63,7 +63,7 @@ struct TrainHooks {
 /// \brief `fbt train` with its options `a` (the flags without "--": config, resume, device, preset and
 /// every TrainConfig field): the same config, checks, run directory, lock and trainer as the command,
 /// which is this function plus its help text. Throws fbt::Error as the command refuses.
-inline TrainOutcome run_train(Args a, const TrainHooks& h = {}) {
+inline TrainOutcome run_train(CommandState& st, Args a, const TrainHooks& h = {}) {
   TrainOutcome o;
   auto watch = [&](auto& t) {  // the last step's losses, then the program's observer
     t.on_step = [&o, &h](const StepReport& r) {
@@ -78,13 +78,9 @@ inline TrainOutcome run_train(Args a, const TrainHooks& h = {}) {
   const std::string resume = take(a, "resume", ""), config = take(a, "config", ""), device = take(a, "device", "cpu");
   with_device(device, [](auto) {});  // an unknown device (or cuda in a build without it) is refused before anything starts
   if (!resume.empty()) {
-    static const char* allowed[] = {"steps",        "eval_every",       "checkpoint_every", "out_dir",     "progress",
-                                    "eval_windows", "seq_eval_windows", "monitor_passes",   "max_memory_gb", "distributed",
-                                    "dist_check_every", "dist_overlap",     "dist_bucket_mb"};
     for (const auto& kv : a)
-      if (std::find_if(std::begin(allowed), std::end(allowed), [&](const char* s) { return kv.first == s; }) == std::end(allowed))
-        throw Error("fbt train --resume: --" + detail::excerpt(kv.first) +
-                    " would change the run's math; only steps, cadence, output options and max_memory_gb may change");
+      if (!resumable_field(kv.first))
+        throw Error("fbt train --resume: --" + detail::excerpt(kv.first) + " would change the run's math; only " + resumable_fields() + " may change");
     const TrainConfig rec = read_train_config(resume);
     std::string out_dir = rec.out_dir;
     bool progress = rec.progress;
@@ -92,7 +88,7 @@ inline TrainOutcome run_train(Args a, const TrainHooks& h = {}) {
       if (kv.first == "out_dir") out_dir = kv.second;
       if (kv.first == "progress") progress = detail::parse_bool("progress", kv.second);
     }
-    const auto lock = lock_out_dir(out_dir, a, rec.distributed);
+    const auto lock = lock_out_dir(st, out_dir, a, rec.distributed);
     if (h.stop_handlers) install_stop_handlers();
     with_device(device, [&](auto be_tag) {
       with_model<float>(rec.model, [&](auto tag) {
@@ -104,9 +100,9 @@ inline TrainOutcome run_train(Args a, const TrainHooks& h = {}) {
             std::fprintf(stderr, "note: steps %ld -> %ld also moves the LR schedule and the feedback start (both are set by the run's length)\n",
                          before, c.steps);
         });
-        attach_distributed(*t, t->cfg.distributed);
+        attach_distributed(st, *t, t->cfg.distributed);
         if (t->communicator().rank() == 0) std::fprintf(stderr, "resumed from %s at step %ld\n", resume.c_str(), t->step);
-        g_progress_started = progress;
+        st.progress_started = progress;
         watch(*t);
         t->run(h.out);
         outcome(*t);
@@ -117,17 +113,17 @@ inline TrainOutcome run_train(Args a, const TrainHooks& h = {}) {
   // the preset, the checkpoint's stack (--init_from), the config file, the flags; a baseline made single-pass
   TrainConfig c = make_train_config(config, a, [](const std::string& ck) { return cli::checkpoint_config_any_vocab(ck); });
   check_train_memory(c);  // before anything is allocated: a config far too large is refused with its estimate
-  g_memory_estimate = detail::fmt_bytes(estimate_train_memory(c).total()) + " (parameters, optimizer state, step activations and data)";
+  st.memory_estimate = detail::fmt_bytes(estimate_train_memory(c).total()) + " (parameters, optimizer state, step activations and data)";
   validate(c);
   // out_dir created and locked before the data and the model are set up: a bad one is one line, at once
-  const auto lock = lock_out_dir(c.out_dir, {}, c.distributed);
+  const auto lock = lock_out_dir(st, c.out_dir, {}, c.distributed);
   if (h.stop_handlers) install_stop_handlers();  // SIGTERM, SIGINT: the step under way finishes, a checkpoint is written
   resolve_data_path(c);   // the run's record names its corpus by absolute path (eval works from anywhere)
   with_device(device, [&](auto be_tag) {
     with_model<float>(c.model, [&](auto tag) {
       Trainer<typename decltype(tag)::type, typename decltype(be_tag)::type> t(c);
-      attach_distributed(t, c.distributed);
-      g_progress_started = c.progress;
+      attach_distributed(st, t, c.distributed);
+      st.progress_started = c.progress;
       watch(t);
       t.run(h.out);
       outcome(t);
@@ -137,7 +133,7 @@ inline TrainOutcome run_train(Args a, const TrainHooks& h = {}) {
 }
 
 /// `fbt train`: its help text, or run_train.
-inline int cmd_train(Args a) {
+inline int cmd_train(CommandState& st, Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt train [--config FILE.json] [--resume CHECKPOINT_DIR] [--FIELD VALUE ...]\n\n"
@@ -167,11 +163,11 @@ inline int cmd_train(Args a) {
     }
     return 0;
   }
-  return run_train(std::move(a)).rc;
+  return run_train(st, std::move(a)).rc;
 }
 
 // ------------------------------------------------------------------------------------------- eval
-inline int cmd_eval(Args a) {
+inline int cmd_eval(CommandState& st, Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt eval --checkpoint CKPT [--data task:NAME|FILE] [--task_difficulty N] [--task_length L] [--task_reveal Q] [--seq_len T] [--windows N]\n"
@@ -279,7 +275,7 @@ inline int cmd_eval(Args a) {
     throw Error("--seq_len " + std::to_string(c.seq_len) + ": exceeds the model's max_position_embeddings (" +
                 std::to_string(mc.max_position_embeddings) + ")");
   if (K_opt > 1 && !mc.feedback()) throw Error("--passes " + std::to_string(K_opt) + ": the checkpoint is a baseline (fuser none), which has 1 pass");
-  check_command_memory("eval", eval_memory(c, mc, K_opt > 0 ? K_opt : (mc.feedback() ? 3 : 1)), max_memory_gb, "lower --seq_len or --passes");
+  check_command_memory(st, "eval", eval_memory(c, mc, K_opt > 0 ? K_opt : (mc.feedback() ? 3 : 1)), max_memory_gb, "lower --seq_len or --passes");
   with_device(device, [&](auto be_tag) {
     using Be = typename decltype(be_tag)::type;
     with_model<float>(mc, [&](auto tag) {

@@ -30,6 +30,7 @@
 #include "../detail/input.hpp"
 #include "../model/backend_model.hpp"
 #include "policy.hpp"
+#include "generate_options.hpp"
 #include "sampling.hpp"
 
 namespace fbt {
@@ -337,15 +338,6 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Decoder {
 
 template <class M> Decoder(const M&, int = -1) -> Decoder<M>;
 template <class M, class Be> Decoder(BackendModel<M, Be>&, int = -1) -> Decoder<M, Be>;
-
-/// What one request asks for.
-struct GenerateOptions {
-  DecodeModeSpec mode;
-  int max_new_tokens = 64;
-  SamplingOptions sampling;
-  std::uint64_t seed = 0;  ///< the request's own sampling stream
-  int stop_token = -1;     ///< generation ends after emitting it (-1: none)
-};
 
 struct Request {
   std::vector<int> prompt;

@@ -157,7 +157,8 @@ inline void bind_train(nb::module_& m) {
         cli::TrainOutcome o;
         {
           nb::gil_scoped_release nogil;
-          o = cli::run_train(std::move(a), h);
+          cli::CommandState st;  // this call's own: the run's progress, its memory estimate
+          o = cli::run_train(st, std::move(a), h);
         }
         if (failure) std::rethrow_exception(failure);
         TrainResult r;
@@ -232,7 +233,8 @@ inline void bind_train(nb::module_& m) {
         } remove{tmp};
         {
           nb::gil_scoped_release nogil;
-          cli::cmd_probe(std::move(a));
+          cli::CommandState st;
+          cli::cmd_probe(st, std::move(a));
         }
         nb::object f = nb::module_::import_("builtins").attr("open")(out);
         nb::object j = nb::module_::import_("json").attr("load")(f);

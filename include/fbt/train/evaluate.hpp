@@ -19,6 +19,7 @@
 #include "../data/dataset.hpp"
 #include "../decode/decoder.hpp"
 #include "../model/multipass.hpp"
+#include "reports.hpp"
 
 namespace fbt {
 
@@ -219,11 +220,6 @@ inline bool optimal_by_position(const DataSource& data, int Tn, int n, PositionS
   }
   return true;
 }
-
-struct ContractionCurve {
-  std::vector<double> loss;   ///< (k_max) L(k), k = 1..k_max (k = 1 is the plain pass)
-  std::vector<double> delta;  ///< (k_max) delta_k = rms(H_k - H_{k-1}); delta_1 = 0
-};
 
 /// \brief The contraction monitor on one fixed batch: k_max passes of the fed-back chain (no prefix
 /// mixing, no noise), the loss of each and the rms change of the final-norm states between passes.
