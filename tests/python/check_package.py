@@ -7,7 +7,9 @@ an importable package with this build's extension.
    (its __init__.py exists); install.components is ["python"]; the CMake options turn the extension on and
    the tests, examples, benchmarks, tools, CUDA and -march=native off; the readme exists.
 2. cmake --install BUILD --component python --prefix TMP, plus python/fbt/*.py as the wheel adds them, then a
-   fresh interpreter with only TMP on its path imports fbt from TMP, finds the stubs, builds and decodes a model.
+   fresh interpreter with only TMP on its path imports fbt from TMP, finds the stubs, builds and decodes a model;
+3. the `fbt` command of the package (project.scripts fbt = fbt.__main__:main, and python -m fbt): its help, a
+   refusal, a 2-step training run.
 Usage: check_package.py --source-dir DIR --build-dir DIR --cmake CMAKE --work-dir DIR. Exit 0 on success.
 """
 import argparse
@@ -70,6 +72,10 @@ def check_pyproject(src):
     for k, v in want.items():
         if str(d.get(k)).upper() != v:
             fail("tool.scikit-build.cmake.define.%s is %r, expected %s" % (k, d.get(k), v))
+    scripts = t["project"].get("scripts", {})
+    if scripts.get("fbt") != "fbt.__main__:main" or not os.path.exists(os.path.join(src, "python", "fbt", "__main__.py")):
+        fail("project.scripts.fbt is %r; expected 'fbt.__main__:main' (the `fbt` command pip puts on PATH) with python/fbt/__main__.py"
+             % (scripts.get("fbt"),))
     readme = t["project"].get("readme")
     if readme and not os.path.exists(os.path.join(src, readme)):
         fail("project.readme %s does not exist" % readme)
@@ -108,6 +114,24 @@ def check_install(src, build, cmake, work):
     if r.returncode != 0:
         fail("the installed package does not import and run: " + r.stderr)
     print("installed component python: %s, stubs, and the .py files import and decode (%s)" % (os.path.basename(ext[0]), r.stdout.strip()))
+    # the console script `fbt` (project.scripts: what pip writes is `sys.exit(fbt.__main__.main())` with argv[0] its path)
+    # and `python -m fbt`: the command's help, a refusal's status and line, and a short training run
+    script = "import sys; from fbt.__main__ import main; sys.argv[0] = '/venv/bin/fbt'; sys.exit(main())"
+    r = subprocess.run([sys.executable, "-c", script, "--help"], capture_output=True, text=True, env=env, cwd=work)
+    if r.returncode != 0 or "usage: fbt <command>" not in r.stdout:
+        fail("the console script fbt --help: status %d, %r %r" % (r.returncode, r.stdout[-300:], r.stderr[-300:]))
+    r = subprocess.run([sys.executable, "-m", "fbt", "train", "--steps", "0"], capture_output=True, text=True, env=env, cwd=work)
+    if r.returncode != 1 or "fbt train: error:" not in r.stderr or "steps" not in r.stderr:
+        fail("python -m fbt train --steps 0: expected status 1 and one error line naming steps, got %d %r" % (r.returncode, r.stderr[-300:]))
+    run = os.path.join(work, "cmd_run")
+    shutil.rmtree(run, ignore_errors=True)
+    r = subprocess.run([sys.executable, "-m", "fbt", "train", "--hidden_size", "16", "--num_hidden_layers", "1", "--num_attention_heads", "2",
+                        "--num_key_value_heads", "1", "--intermediate_size", "32", "--seq_len", "16", "--batch_size", "2", "--steps", "2",
+                        "--eval_windows", "1", "--seq_eval_windows", "0", "--monitor_passes", "0", "--task_difficulty", "1", "--progress", "false",
+                        "--out_dir", run], capture_output=True, text=True, env=env, cwd=work)
+    if r.returncode != 0 or not os.path.exists(os.path.join(run, "checkpoint", "model.safetensors")):
+        fail("python -m fbt train (2 steps): status %d, %r" % (r.returncode, r.stderr[-500:]))
+    print("the command from the package: fbt --help, a refusal (status 1, one line) and a 2-step run through python -m fbt")
 
 
 def main():
