@@ -81,9 +81,9 @@ def bench_train(measure, c, args, name):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         if kpass:
-            obj, _ = m.kpass(tokens, targets, K=2, sigma=0.02, prefix="uniform")
+            obj, _ = m.kpass(tokens, targets, K=2, sigma=0.02, prefix="uniform", doc_start=None)
         else:
-            obj, _ = m.kpass(tokens, targets, K=1)
+            obj, _ = m.kpass(tokens, targets, K=1, doc_start=None)
         obj.backward()
         opt.step()
         torch.cuda.synchronize()

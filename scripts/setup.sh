@@ -39,7 +39,7 @@ done
 python_part() {
   [[ "${FBT_SETUP_PYTHON:-1}" == "0" ]] && return 0
   command -v python3 >/dev/null 2>&1 || return 0
-  local mods=(numpy pytest nanobind scikit_build_core hypothesis matplotlib) pips=(numpy pytest nanobind scikit-build-core hypothesis matplotlib) need=() i
+  local mods=(numpy pytest nanobind scikit_build_core hypothesis matplotlib threadpoolctl) pips=(numpy pytest nanobind scikit-build-core hypothesis matplotlib threadpoolctl) need=() i
   for i in "${!mods[@]}"; do
     python3 -c "import ${mods[$i]}" >/dev/null 2>&1 || need+=("${pips[$i]}")
   done

@@ -226,7 +226,7 @@ def main(argv=None):
 
         def loss_fn(tok, tgt, K, g, noise, prefix):
             with ft.autocast(amp):  # bf16: the forward and the loss; the caller's backward runs outside it
-                return model.kpass(tok, tgt, K=K, lam=1.0, prefix=prefix, grad_passes=g, noise=noise)[0]
+                return model.kpass(tok, tgt, K=K, lam=1.0, prefix=prefix, grad_passes=g, noise=noise, doc_start=None)[0]
 
         run = loss_fn
         if a.compile:

@@ -475,7 +475,7 @@ class FBT(nn.Module):
         return self.stack(X, pos, mask)[0]
 
     def kpass(self, tokens, targets, K=1, lam=1.0, sigma=0.0, prefix=None, detach=False, grad_passes=0,
-              doc_start=None, generator=None, states=False, noise=None):
+              doc_start="separator", generator=None, states=False, noise=None):
         """The K-pass objective: (objective, [loss_1..loss_K]) (losses as 0-dim tensors).
 
         prefix: None (no prefix mixing), "uniform" (p ~ U{0..T-1} per sequence per pass), an int, or a
@@ -483,9 +483,14 @@ class FBT(nn.Module):
         passes 1..K-g run under no_grad. detach: stop-gradient on the carried state. sigma: jitter
         U(-sigma, sigma) per element, added to the carried state before shift_right; or pass noise,
         a list whose entry j (j >= 1) is pass j's jitter (B, T, D) drawn by the caller (torch.compile
-        traces no RNG then)."""
+        traces no RNG then). doc_start: (B, T) bool, None (one document per row), or "separator" (fbt's default,
+        as fbt.Model.logits and `fbt logits`: with the byte vocabulary a separator token starts a document)."""
         c = self.cfg
         B, T = tokens.shape
+        if isinstance(doc_start, str):
+            if doc_start != "separator":
+                raise ValueError("doc_start: a (B, T) bool tensor, None or 'separator', got %r" % (doc_start,))
+            doc_start = tokens == SEP if c.vocab_size == SEP + 1 else None
         if K > 1 and not c.feedback:
             raise ValueError("K > 1 needs a feedback fuser")
         g = K if grad_passes <= 0 else min(grad_passes, K)

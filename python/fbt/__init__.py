@@ -16,8 +16,10 @@ except ImportError as e:  # pragma: no cover - the message is the point
         "PYTHONPATH (docs/python.md)." % (e,)
     ) from e
 
+import os
+
 from ._fbt import *  # noqa: F401,F403
-from ._fbt import __version__  # noqa: F401
+__version__: str = getattr(_fbt, "__version__")  # set by the extension (module.cpp); a str the stubs do not list
 
 __all__ = [n for n in dir(_fbt) if not n.startswith("_")]
 
@@ -80,4 +82,57 @@ def check_fuser(cls, hidden_size=8, rows=5, options=None, seed=0, eps=1e-6, tol=
     return errors
 
 
-__all__ += ["check_fuser"]
+__all__ += ["check_fuser", "blas_threads"]
+
+_train = _fbt.train
+
+
+def blas_threads(n=1):
+    """A context in which numpy's BLAS (OpenBLAS, MKL, ...) uses at most n threads (threadpoolctl; a no-op without it).
+
+    fbt.train runs inside one: fbt's own threads (``threads=``) are the run's, and a BLAS pool that spins after each of
+    a callback's or a Python fuser's numpy calls would take their cores (docs/python.md, "Threads")."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency of the package
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=n, user_api="blas")
+
+
+def train(config=None, callback=None, on_eval=None, verbose=True, track=None, track_dir=None, blas_threads_limit=1, **fields):  # type: ignore[no-redef]  # noqa: F811
+    """train(config=None, callback=None, on_eval=None, verbose=True, track=None, track_dir=None, blas_threads_limit=1, **fields)
+
+    fbt._fbt.train (the command's trainer: every keyword is a flag of `fbt train`; see its docstring) with, when
+    ``track`` is "tensorboard" or "wandb", every train.jsonl and eval.jsonl line also logged to that tracker as the run
+    goes (fbt.track: ``train/loss/pass_k``, ``train/tok_s``, ``eval/val_loss/pass_k``, ...), into ``track_dir``
+    (default OUT_DIR/tensorboard or OUT_DIR/wandb). numpy's BLAS is limited to ``blas_threads_limit`` threads while the
+    run trains (None: as it is), so that it does not take the cores of fbt's own threads. Returns a TrainResult.
+    """
+    if blas_threads_limit is not None:
+        with blas_threads(blas_threads_limit):
+            return train(config, callback, on_eval, verbose, track, track_dir, None, **fields)
+    if track is None:
+        return _train(config=config, callback=callback, on_eval=on_eval, verbose=verbose, **fields)
+    from . import track as tracking
+
+    out_dir = fields.get("out_dir") or (config.get("out_dir") if isinstance(config, dict) else None)
+    if not out_dir and fields.get("resume"):
+        out_dir = os.path.dirname(os.path.normpath(os.fspath(fields["resume"])))
+    out_dir = os.fspath(out_dir or "runs/default")
+    tracker = tracking.Tracker(tracking.make_writer(track, track_dir or os.path.join(out_dir, track), name=os.path.basename(os.path.abspath(out_dir))))
+
+    def on_step(step, report):
+        tracker.train(report.record)
+        return callback(step, report) if callback is not None else None
+
+    def on_evaluation(step, record):
+        tracker.eval(record)
+        if on_eval is not None:
+            on_eval(step, record)
+
+    try:
+        return _train(config=config, callback=on_step, on_eval=on_evaluation, verbose=verbose, **fields)
+    finally:
+        tracker.close()

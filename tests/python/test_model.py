@@ -163,3 +163,33 @@ def test_prefix_keeps_positions_plain(tiny_model):
     for bad, err in ((-1, ValueError), (10, ValueError), ([1, 2], ValueError), (1.5, TypeError), ("x", TypeError)):
         with pytest.raises(err, match="prefix"):
             tiny_model.logits(t, prefix=bad)
+
+
+def test_copy_and_pickle_give_an_independent_equal_model(tiny_model):
+    import copy
+    import pickle
+
+    x = "hello"
+    want = tiny_model.logits(x, passes=2).copy()
+    for other in (copy.copy(tiny_model), copy.deepcopy(tiny_model), pickle.loads(pickle.dumps(tiny_model))):
+        assert other.config.to_dict() == tiny_model.config.to_dict()
+        np.testing.assert_array_equal(other.logits(x, passes=2), want)  # bit for bit
+        p = other.named_parameters()["model.embed_tokens.weight"]
+        p += 1.0  # the copy's own memory: the original is untouched
+        np.testing.assert_array_equal(tiny_model.logits(x, passes=2), want)
+    state = tiny_model.__getstate__()
+    with pytest.raises(ValueError, match="bytes of parameters"):
+        fbt.Model.__new__(fbt.Model).__setstate__((state[0], state[1][:-4]))
+
+
+def test_export_hf_is_the_commands_export(tiny_model, tmp_path):
+    d = tmp_path / "hf"
+    fbt.export_hf(tiny_model, str(d))
+    assert (d / "config.json").exists() and (d / "model.safetensors").exists()
+    back = fbt.Model.load(str(d))
+    np.testing.assert_array_equal(back.logits("hello", passes=2), tiny_model.logits("hello", passes=2))
+    plain = tmp_path / "plain"
+    fbt.export_hf(tiny_model, str(plain), plain=True, dtype="BF16")
+    assert fbt.Model.load(str(plain)).has_feedback is False
+    with pytest.raises(ValueError, match="expected F32 or BF16"):
+        fbt.export_hf(tiny_model, str(tmp_path / "x"), dtype="F16")

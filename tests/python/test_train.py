@@ -140,14 +140,77 @@ def test_evaluate_equals_the_runs_last_evaluation(tmp_path):
     assert got == last, "number for number"
 
 
-def test_probe_equals_the_commands_json(tmp_path):
+def test_probe_equals_the_commands_json(tmp_path, capfd):
     cli = fbt_command()
     r = fbt.train(**{**TINY, "max_position_embeddings": 256}, out_dir=str(tmp_path / "p"), verbose=False)
     opts = dict(task="delayed_memory", prefill="standard,fused(1)", null_lines="0,8", groups=6, folds=2)
-    subprocess.run([cli, "probe", "--checkpoint", r.checkpoint, *flags(opts), "--out", str(tmp_path / "cli.json")],
-                   check=True, capture_output=True)
+    printed = subprocess.run([cli, "probe", "--checkpoint", r.checkpoint, *flags(opts), "--out", str(tmp_path / "cli.json")],
+                             check=True, capture_output=True, text=True).stdout
     want = json.loads((tmp_path / "cli.json").read_text())
+    capfd.readouterr()
     got = fbt.probe(checkpoint=r.checkpoint, **{**opts, "prefill": ["standard", "fused(1)"], "null_lines": [0, 8]})
+    quiet = capfd.readouterr()
+    assert quiet.out == "" and quiet.err == "", "fbt.probe prints nothing (not even at the C level)"
+    table, notes = got.pop("table"), got.pop("notes")
     assert got == want
+    assert table == printed.split("wrote ")[0], "the table the command prints"
+    assert notes == []
+    got2 = fbt.probe(checkpoint=r.checkpoint, out=str(tmp_path / "py.json"), **{**opts, "prefill": ["standard", "fused(1)"], "null_lines": [0, 8]})
+    assert json.loads((tmp_path / "py.json").read_text()) == want and got2["table"] == table
     with pytest.raises(ValueError, match="folds"):
         fbt.probe(checkpoint=r.checkpoint, task="delayed_memory", folds=1)
+
+
+def test_numpy_numbers_are_numbers(tmp_path):
+    """A sweep built with numpy: np.float64 / np.int64 / np.bool_ values and a 1-d array pass as the numbers they hold."""
+    import numpy as np
+
+    plain = fbt.train(**{**TINY, "steps": 6, "lr": 3e-3}, out_dir=str(tmp_path / "plain"), verbose=False)
+    given = {**TINY, "steps": np.int64(6), "lr": np.float64(3e-3), "warmup_steps": np.int32(4), "progress": np.bool_(False),
+             "feedback_start": np.float32(0.25)}
+    r = fbt.train(**given, out_dir=str(tmp_path / "numpy"), verbose=False)
+    assert r.loss == plain.loss and r.step == 6, "the same run, step for step"
+    per_layer = fbt.train(**{**TINY, "steps": 2, "layer_intermediate_size": np.array([64, 32])}, out_dir=str(tmp_path / "layers"),
+                          verbose=False)
+    assert per_layer.step == 2
+    c = fbt.ModelConfig.from_dict({"hidden_size": np.int64(64), "num_attention_heads": np.int64(4), "rms_norm_eps": np.float64(1e-5)})
+    assert c.hidden_size == 64 and c.num_attention_heads == 4
+    with pytest.raises(ValueError, match="rms_norm_eps"):
+        fbt.ModelConfig.from_dict({"rms_norm_eps": np.float64("nan")})
+    with pytest.raises(TypeError, match="lr"):
+        fbt.train(**{**TINY, "lr": object()}, out_dir=str(tmp_path / "bad"), verbose=False)
+
+
+def test_the_command_from_the_package(tmp_path):
+    """`python -m fbt` (and the console script pip installs, fbt.__main__:main) is the `fbt` command."""
+    import sys
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(fbt.__file__)) + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, "-m", "fbt", "--help"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and "usage: fbt <command>" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "fbt", "sample", "--checkpoint", str(tmp_path / "none")], capture_output=True, text=True, env=env)
+    assert r.returncode == 1 and r.stderr.startswith("fbt sample: error:") and r.stderr.count("\n") == 1
+    out = str(tmp_path / "run")
+    r = subprocess.run([sys.executable, "-m", "fbt", "train", *flags({**TINY, "steps": 3}), "--out_dir", out], capture_output=True, text=True,
+                       env=env)
+    assert r.returncode == 0, r.stderr
+    assert fbt.evaluate(out + "/checkpoint")["step"] == 3
+
+
+def test_the_callback_sees_every_train_jsonl_field_and_each_evaluation(tmp_path):
+    reports, evals = [], []
+    fbt.train(**TINY, out_dir=str(tmp_path / "c"), verbose=False, callback=lambda s, rep: reports.append(rep),
+              on_eval=lambda s, rec: evals.append((s, rec)))
+    assert [rep.record for rep in reports] == read_jsonl(tmp_path / "c" / "train.jsonl"), "the whole line, every step"
+    assert [rec for _, rec in evals] == read_jsonl(tmp_path / "c" / "eval.jsonl"), "the whole line, every evaluation"
+    assert [s for s, _ in evals] == [10, 20]
+    fed = [rep for rep in reports if rep.K > 1]
+    assert fed and all(k in fed[-1].record for k in ("tok_s", "tokens", "state_rms", "gate_mean", "gate_std", "feedback_ratio"))
+    for k, v in fed[-1].record.items():
+        assert getattr(fed[-1], k) == v, k
+    with pytest.raises(AttributeError, match="no field 'nope'"):
+        fed[-1].nope
+    with pytest.raises(ZeroDivisionError):  # an exception in on_eval stops the run (with a checkpoint) and is raised
+        fbt.train(**TINY, out_dir=str(tmp_path / "d"), verbose=False, on_eval=lambda s, rec: 1 / 0)
+    assert os.path.exists(tmp_path / "d" / "checkpoint" / "model.safetensors")

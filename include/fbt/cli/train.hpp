@@ -56,6 +56,7 @@ struct TrainOutcome {
 /// its own, such as Python, says no and stops the run through on_step) and where progress goes (null: nowhere).
 struct TrainHooks {
   std::function<bool(const StepReport&)> on_step;
+  std::function<void(const nlohmann::json&)> on_eval;  ///< every evaluation's eval.jsonl line (Trainer::on_eval)
   bool stop_handlers = true;
   std::FILE* out = stderr;
 };
@@ -70,6 +71,7 @@ inline TrainOutcome run_train(CommandState& st, Args a, const TrainHooks& h = {}
       o.loss = r.loss;
       return !h.on_step || h.on_step(r);
     };
+    t.on_eval = h.on_eval;
   };
   auto outcome = [&](const auto& t) {
     o.rc = t.stopped_by ? 128 + t.stopped_by : 0;

@@ -90,6 +90,29 @@ struct TokenBatch {
 /// The type name of a Python object, for messages.
 inline std::string py_type_name(nb::handle h) { return nb::cast<std::string>(nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(h.ptr()))).attr("__name__"))); }
 
+/// \brief A value that stands for a number as the Python bool, int or float it holds: a numpy scalar (np.int64,
+/// np.float64, np.bool_: a 0-d value with a dtype and item()), anything else with __index__ (an int) or __float__
+/// (a float); a bool, an int, a float, a string or anything else is returned as it is. What every number the
+/// bindings read goes through, so that a sweep built with numpy (np.logspace, np.arange) passes its values as they are.
+inline nb::object plain_number(nb::handle v) {
+  if (nb::isinstance<nb::bool_>(v) || nb::isinstance<nb::str>(v) || nb::isinstance<nb::bytes>(v)) return nb::borrow(v);
+  if (nb::hasattr(v, "dtype") && nb::hasattr(v, "shape")) {  // numpy: a 0-d value is its scalar, an array stays an array
+    if (nb::len(nb::object(v.attr("shape"))) == 0 && nb::hasattr(v, "item")) return v.attr("item")();
+    return nb::borrow(v);
+  }
+  if (PyLong_CheckExact(v.ptr()) || PyFloat_CheckExact(v.ptr())) return nb::borrow(v);
+  if (nb::hasattr(v, "__index__")) return nb::module_::import_("operator").attr("index")(v);
+  if (nb::isinstance<nb::float_>(v) || nb::hasattr(v, "__float__")) return nb::module_::import_("builtins").attr("float")(v);
+  return nb::borrow(v);
+}
+/// json.dumps's default=: a numpy scalar (or another number-like value) as the Python number it holds; anything else
+/// the TypeError json gives.
+inline nb::object json_number(nb::handle v) {
+  nb::object p = plain_number(v);
+  if (p.ptr() == v.ptr()) throw nb::type_error(("Object of type " + py_type_name(v) + " is not JSON serializable").c_str());
+  return p;
+}
+
 /// \brief The ids of argument `name`: see the header's rules. max_rank 1 refuses a batch (a prompt).
 /// V: the vocabulary ids are checked against.
 inline TokenBatch tokens_arg(nb::handle obj, const char* name, int V, int max_rank = 2) {

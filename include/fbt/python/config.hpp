@@ -17,15 +17,18 @@ namespace python {
 
 /// nlohmann::json <-> a Python object (dict, list, scalars), through the json module.
 inline nb::object json_to_py(const nlohmann::json& j) { return nb::module_::import_("json").attr("loads")(j.dump()); }
-/// A dict's non-finite reals are refused by name first (JSON has no nan or inf).
+/// A dict's non-finite reals are refused by name first (JSON has no nan or inf); numpy scalars are the numbers
+/// they hold (plain_number).
 inline nlohmann::json py_to_json(nb::handle o, const std::string& arg) {
   if (nb::isinstance<nb::dict>(o))
-    for (auto kv : nb::borrow<nb::dict>(o))
-      if (nb::isinstance<nb::float_>(kv.second) && !std::isfinite(nb::cast<double>(kv.second)))
+    for (auto kv : nb::borrow<nb::dict>(o)) {
+      nb::object v = plain_number(kv.second);
+      if (nb::isinstance<nb::float_>(v) && !std::isfinite(nb::cast<double>(v)))
         value_error(arg + ": field \"" + nb::cast<std::string>(nb::str(kv.first)) + "\" must be a finite number, got " + nb::cast<std::string>(nb::repr(kv.second)));
+    }
   nb::object s;
   try {
-    s = nb::module_::import_("json").attr("dumps")(o, "allow_nan"_a = false);
+    s = nb::module_::import_("json").attr("dumps")(o, "allow_nan"_a = false, "default"_a = nb::cpp_function(json_number));
   } catch (nb::python_error& e) {
     type_error(arg + ": not representable as JSON (" + std::string(e.what()) + ")");
   }
@@ -67,7 +70,13 @@ inline void bind_config(nb::module_& m) {
   c.def("copy", [](const ModelConfig& self) { return ModelConfig(self); });
   c.def("__copy__", [](const ModelConfig& self) { return ModelConfig(self); });
   c.def("__deepcopy__", [](const ModelConfig& self, nb::handle) { return ModelConfig(self); }, "memo"_a);
-  c.def("__eq__", [](const ModelConfig& a, const ModelConfig& b) { return to_json(a) == to_json(b); }, nb::is_operator());
+  c.def(
+      "__eq__",
+      [](const ModelConfig& a, nb::handle b) {  // any object (mypy: object.__eq__'s signature); another type is unequal
+        ModelConfig* o = nullptr;
+        return nb::try_cast<ModelConfig*>(b, o) && o != nullptr && to_json(a) == to_json(*o);
+      },
+      nb::is_operator(), nb::sig("def __eq__(self, other: object, /) -> bool"));
   c.def("__repr__", [](const ModelConfig& self) { return "fbt.ModelConfig(" + to_json(self).dump() + ")"; });
   c.def("__getstate__", [](const ModelConfig& self) { return to_json(self).dump(); });
   c.def("__setstate__", [](ModelConfig& self, const std::string& s) { new (&self) ModelConfig(config_from_json(nlohmann::json::parse(s), "ModelConfig")); });

@@ -15,6 +15,7 @@
 // the probe reads it (train/probe.hpp); both run without the GIL and hand their result buffer to numpy.
 #pragma once
 
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/tuple.h>
 
 #include "../io/checkpoint.hpp"
 #include "../io/hf.hpp"
@@ -52,6 +54,8 @@ struct AnyModel {
   virtual std::vector<float> hidden_states(const Batch& b, int K, const std::vector<int>& depths, const int* prefix) const = 0;
   /// A decoder of this model (owner keeps the model alive while the decoder lives); sep: the document separator.
   virtual std::unique_ptr<AnyDecoder> decoder(std::shared_ptr<const void> owner, int sep) const = 0;
+  /// An independent copy: its own parameters (and pieces), the same values.
+  virtual std::unique_ptr<AnyModel> clone() const = 0;
 };
 
 /// {checkpoint name: array} over one buffer of the store (its values or its gradients, `base`): writable views
@@ -95,6 +99,7 @@ template <class M> struct ModelOf final : AnyModel {
   std::unique_ptr<AnyDecoder> decoder(std::shared_ptr<const void> owner, int sep) const override {
     return std::make_unique<DecoderOf<M>>(std::move(owner), m, sep);
   }
+  std::unique_ptr<AnyModel> clone() const override { return std::make_unique<ModelOf<M>>(M(m)); }
 };
 
 /// \brief A new model of `c` (its fuser and blocks made by name), its parameters initialised from seed.
@@ -182,7 +187,39 @@ inline void bind_model(nb::module_& mod) {
                "Reads an fbt checkpoint (a run directory or its model.safetensors) or a Hugging Face Qwen3 directory.");
   c.def("save", [](const P& self, const std::string& path) { self.impl->save(path); }, "path"_a,
         "Writes an fbt checkpoint: `path` ending in .safetensors is the model file, else a directory that gets model.safetensors.");
+  mod.def(
+      "export_hf",
+      [](const P& model, const std::string& dir, bool plain, const std::string& dtype) {
+        if (dtype != "F32" && dtype != "BF16") value_error("export_hf: dtype " + fbt::detail::quote_value(dtype) + ": expected F32 or BF16");
+        nb::gil_scoped_release nogil;
+        visit_model(*model.impl, [&](const Model<float>& m) { save_hf_dir(dir, m, HfExportOptions{plain, dtype}); });
+      },
+      "model"_a, "dir"_a, "plain"_a = false, "dtype"_a = "F32",
+      "export_hf(model, dir, plain=False, dtype='F32'): the model as a Hugging Face directory, as `fbt export --hf DIR` writes it\n"
+      "(config.json with fbt_config, model.safetensors; docs/interop.md): a baseline, or with plain=True the plain part of a\n"
+      "full-bandwidth model, loads in transformers as Qwen3ForCausalLM; a full-bandwidth model also carries its feedback\n"
+      "tensors and loads back into fbt (fbt.Model.load(dir)) as itself.");
   c.def_prop_ro("config", [](const P& self) { return self.impl->config(); }, "The model's config (a copy).");
+  // copy and pickle: copy.copy and copy.deepcopy give an independent model (its own parameters, as a checkpoint
+  // round trip would); a pickle holds the config's JSON and the parameters' fp32 bytes, and is read back by making
+  // the model its config names (its pieces must be registered in the reading process, as for a checkpoint)
+  c.def("__copy__", [](const P& self) { return P{self.impl->clone()}; }, "An independent copy: its own parameters, the same values.");
+  c.def("__deepcopy__", [](const P& self, nb::handle) { return P{self.impl->clone()}; }, "memo"_a, "As __copy__.");
+  c.def("__getstate__", [](P& self) {
+    ParamStore<float>& ps = self.impl->params();
+    return std::make_tuple(to_json(self.impl->config()).dump(), nb::bytes(reinterpret_cast<const char*>(ps.values()), ps.size() * sizeof(float)));
+  });
+  c.def("__setstate__", [](P& self, const std::tuple<std::string, nb::bytes>& st) {
+    const ModelConfig cfg = config_from_json(detail::parse_json_strict(std::get<0>(st), "Model pickle (config)"), "Model pickle (config)");
+    std::unique_ptr<AnyModel> m = make_model(cfg, 0);
+    const nb::bytes& b = std::get<1>(st);
+    ParamStore<float>& ps = m->params();
+    if (b.size() != ps.size() * sizeof(float))
+      value_error("Model pickle: " + std::to_string(b.size()) + " bytes of parameters, but the config's model has " + std::to_string(ps.size()) +
+                  " fp32 parameters (" + std::to_string(ps.size() * sizeof(float)) + " bytes)");
+    if (b.size() > 0) std::memcpy(ps.values(), b.c_str(), b.size());
+    new (&self) P{std::move(m)};
+  });
   c.def_prop_ro("vocab_size", [](const P& self) { return self.impl->vocab(); });
   c.def_prop_ro("hidden_size", [](const P& self) { return self.impl->hidden(); });
   c.def_prop_ro("num_layers", [](const P& self) { return self.impl->layers(); });

@@ -22,6 +22,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "../cli/probe.hpp"
+#include "config.hpp"
 #include "../cli/train.hpp"
 
 namespace fbt {
@@ -44,7 +45,10 @@ namespace detail {
 /// by Python's repr (which reads back exactly), str and os.PathLike as they are, a list or tuple joined by
 /// commas (per-layer lists, eval_lengths), a dict as JSON (fuser_options). Anything else: TypeError
 /// naming the keyword.
-inline std::string flag_text(const std::string& name, nb::handle v) {
+inline std::string flag_text(const std::string& name, nb::handle given) {
+  nb::object held = plain_number(given);  // np.float64(3e-3) is "0.003", np.int64(10) is "10"
+  if (nb::hasattr(held, "tolist") && nb::hasattr(held, "ndim") && nb::cast<int>(held.attr("ndim")) == 1) held = held.attr("tolist")();  // a 1-d array is a list
+  nb::handle v = held;
   if (nb::isinstance<nb::bool_>(v)) return nb::cast<bool>(v) ? "true" : "false";
   if (nb::isinstance<nb::int_>(v) || nb::isinstance<nb::float_>(v)) return nb::cast<std::string>(nb::repr(v));
   if (nb::isinstance<nb::str>(v)) return nb::cast<std::string>(v);
@@ -52,14 +56,15 @@ inline std::string flag_text(const std::string& name, nb::handle v) {
   if (nb::isinstance<nb::list>(v) || nb::isinstance<nb::tuple>(v)) {
     std::string s;
     for (nb::handle x : v) {
-      if (!(nb::isinstance<nb::int_>(x) || nb::isinstance<nb::float_>(x) || nb::isinstance<nb::str>(x)) || nb::isinstance<nb::bool_>(x))
+      nb::object px = plain_number(x);
+      if (!(nb::isinstance<nb::int_>(px) || nb::isinstance<nb::float_>(px) || nb::isinstance<nb::str>(px)) || nb::isinstance<nb::bool_>(px))
         throw nb::type_error(("fbt.train: " + name + ": a list's items must be numbers or strings, got " +
                               nb::cast<std::string>(nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(x.ptr())))))).c_str());
-      s += (s.empty() ? "" : ",") + flag_text(name, x);
+      s += (s.empty() ? "" : ",") + flag_text(name, px);
     }
     return s;
   }
-  if (nb::isinstance<nb::dict>(v)) return nb::cast<std::string>(nb::module_::import_("json").attr("dumps")(v));
+  if (nb::isinstance<nb::dict>(v)) return nb::cast<std::string>(nb::module_::import_("json").attr("dumps")(v, "default"_a = nb::cpp_function(json_number)));
   throw nb::type_error(("fbt.train: " + name + " must be a bool, number, string, path, list or dict, got " +
                         nb::cast<std::string>(nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(v.ptr())))))).c_str());
 }
@@ -107,6 +112,20 @@ inline void bind_train(nb::module_& m) {
       .def_ro("lr", &StepReport::lr, "the learning rate of the step")
       .def_ro("grad_norm", &StepReport::grad_norm, "the global gradient norm before clipping")
       .def_ro("seconds", &StepReport::seconds, "the step's wall time")
+      .def_prop_ro(
+          "record", [](const StepReport& r) { return json_to_py(r.record); },
+          "the whole line train.jsonl gets for this step, as a dict: step, tokens, compute_tokens, K, loss, lr, grad_norm, tok_s,\n"
+          "optimizer_seconds, and where they apply matrix_lr, comm_seconds, state_rms, gate_mean, gate_std, feedback_ratio")
+      .def("__getattr__",
+           [](const StepReport& r, const std::string& name) -> nb::object {
+             if (r.record.is_object() && r.record.contains(name)) return json_to_py(r.record[name]);
+             std::string known;
+             if (r.record.is_object())
+               for (auto it = r.record.begin(); it != r.record.end(); ++it) known += (known.empty() ? "" : ", ") + it.key();
+             throw nb::attribute_error(("StepReport has no field '" + name + "' (this step's train.jsonl fields: " +
+                                        (known.empty() ? std::string("none") : known) + ")").c_str());
+           },
+           "name"_a, "Any train.jsonl field of the step as an attribute (report.tok_s, report.gate_mean, ...).")
       .def("__repr__", [](const StepReport& r) {
         std::string s = "StepReport(step=" + std::to_string(r.step) + ", K=" + std::to_string(r.K) + ", loss=[";
         for (std::size_t i = 0; i < r.loss.size(); ++i) s += (i ? ", " : "") + fbt::detail::num(r.loss[i]);
@@ -125,15 +144,17 @@ inline void bind_train(nb::module_& m) {
       });
   m.def(
       "train",
-      [](nb::object config, nb::object callback, bool verbose, nb::kwargs kw) {
+      [](nb::object config, nb::object callback, nb::object on_eval, bool verbose, nb::kwargs kw) {
         cli::Args a = detail::train_args(config, kw);
         if (!callback.is_none() && !PyCallable_Check(callback.ptr())) throw nb::type_error("fbt.train: callback must be callable (step, report) or None");
+        if (!on_eval.is_none() && !PyCallable_Check(on_eval.ptr())) throw nb::type_error("fbt.train: on_eval must be callable (step, record) or None");
         std::exception_ptr failure;  // the callback's exception or KeyboardInterrupt, raised once the checkpoint is written
         cli::TrainHooks h;
         h.stop_handlers = false;  // Python keeps its own SIGINT handler: its flag is checked after every step
         h.out = verbose ? stderr : nullptr;
         InterruptCheck interrupt;  // without a callback: Ctrl-C checked in the main thread only, every 20 ms at most
         h.on_step = [&](const StepReport& r) {
+          if (failure) return false;  // on_eval raised at the last evaluation: stop here, with a checkpoint
           if (callback.is_none()) {  // no Python to run: the GIL only for the Ctrl-C check
             try {
               interrupt();
@@ -154,6 +175,16 @@ inline void bind_train(nb::module_& m) {
           }
           return true;
         };
+        if (!on_eval.is_none())
+          h.on_eval = [&](const nlohmann::json& e) {  // an evaluation: its eval.jsonl line; an exception stops the run at this step
+            if (failure) return;
+            nb::gil_scoped_acquire gil;
+            try {
+              on_eval(e.value("step", 0L), json_to_py(e));
+            } catch (...) {
+              failure = std::current_exception();
+            }
+          };
         cli::TrainOutcome o;
         {
           nb::gil_scoped_release nogil;
@@ -166,14 +197,16 @@ inline void bind_train(nb::module_& m) {
         r.stopped = o.stopped_by_observer && o.step < o.steps;
         return r;
       },
-      "config"_a = nb::none(), "callback"_a = nb::none(), "verbose"_a = true, "fields"_a,
-      "train(config=None, callback=None, verbose=True, **fields) -> TrainResult\n\n"
+      "config"_a = nb::none(), "callback"_a = nb::none(), "on_eval"_a = nb::none(), "verbose"_a = true, "fields"_a,
+      "train(config=None, callback=None, on_eval=None, verbose=True, **fields) -> TrainResult\n\n"
       "Runs the library's trainer exactly as `fbt train` does (presets, tasks, token and text files, out_dir,\n"
       "resume): each keyword is the command's flag of that name (`fbt train --help` lists them), e.g.\n"
       "fbt.train(preset='v1', data='task:running_sum', steps=20, out_dir='runs/rs'). config: the path of a JSON\n"
       "config file (--config) or a dict of fields (keywords win over it; options of a piece as 'fuser.rank').\n"
       "resume='runs/rs/checkpoint' continues a run bit for bit (then only steps, cadence and output may change).\n"
-      "callback(step, report) runs after every step (report: fbt.StepReport, report.loss = per-pass losses);\n"
+      "callback(step, report) runs after every step (report: fbt.StepReport, report.loss = per-pass losses, report.record =\n"
+      "the step's whole train.jsonl line, each field also an attribute: report.tok_s, report.gate_mean, ...);\n"
+      "on_eval(step, record) after every evaluation (record: the dict eval.jsonl gets);\n"
       "returning False stops the run with a checkpoint of that step; an exception (and Ctrl-C) stops it the same\n"
       "way and is raised after the checkpoint is written. verbose=False silences the progress lines.\n"
       "Raises ValueError (fbt.Error) for a bad field, naming it.");
@@ -214,39 +247,22 @@ inline void bind_train(nb::module_& m) {
       "probe",
       [](nb::kwargs kw) {
         cli::Args a = detail::command_args(kw);
-        std::string out;
-        for (const auto& kv : a)
-          if (kv.first == "out") out = kv.second;
-        nb::object tmp;
-        if (out.empty()) {  // the command's JSON goes to a temporary file, read back and removed
-          nb::object t = nb::module_::import_("tempfile").attr("mkstemp")(".json", "fbt_probe_");
-          nb::module_::import_("os").attr("close")(t[0]);
-          out = nb::cast<std::string>(t[1]);
-          tmp = t[1];
-          a.push_back({"out", out});
-        }
-        struct Remove {  // the temporary file goes whatever happens
-          nb::object path;
-          ~Remove() {
-            if (path.is_valid()) nb::module_::import_("os").attr("remove")(path);
-          }
-        } remove{tmp};
+        cli::ProbeRun p;
         {
           nb::gil_scoped_release nogil;
-          cli::CommandState st;
-          cli::cmd_probe(st, std::move(a));
+          p = cli::probe_command(std::move(a));
+          if (!p.out.empty()) cli::write_probe_json(p, p.out);
         }
-        nb::object f = nb::module_::import_("builtins").attr("open")(out);
-        nb::object j = nb::module_::import_("json").attr("load")(f);
-        f.attr("close")();
-        return nb::borrow<nb::dict>(j);
+        nlohmann::json j = p.json;
+        j["table"] = p.table, j["notes"] = p.notes;
+        return nb::borrow<nb::dict>(nb::module_::import_("json").attr("loads")(j.dump()));
       },
       "options"_a,
       "probe(checkpoint=..., items=... | task=..., prefill='standard,fused(1),recurrent', folds=4, l2=1, seed=1, out=None, ...) -> dict\n\n"
       "The `fbt probe` command (`fbt probe --help` lists its options; each keyword is the flag of that name, lists\n"
-      "as [..] or 'a,b'): linear probes per (prefill, depth) of a checkpoint. Returns the JSON the command writes\n"
-      "with --out (cells with mode, setting, depth, accuracy and its 95% interval, chance, ...); out=PATH also\n"
-      "keeps the file. The command's table is printed on stdout.");
+      "as [..] or 'a,b'): linear probes per (prefill, depth) of a checkpoint. Quiet: returns the JSON the command writes\n"
+      "with --out (cells with mode, setting, depth, accuracy and its 95% interval, chance, ...) plus 'table' (the text\n"
+      "the command prints: print(r['table'])) and 'notes' (what it says on stderr); out=PATH also writes the file.");
 }
 
 }  // namespace python

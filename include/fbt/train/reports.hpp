@@ -23,6 +23,9 @@ struct StepReport {
   double matrix_lr = 0;          ///< muon / normuon: the matrices' rate this step (0 with adamw)
   double optimizer_seconds = 0;  ///< of `seconds`, the optimizer update alone (after clipping)
   double comm_seconds = 0;       ///< of `seconds`, data-parallel communication not hidden behind the backward (one rank: 0)
+  /// The line train.jsonl gets for this step, every field (tokens, tok_s, state_rms, gate_mean, feedback_ratio, ...):
+  /// set by Trainer::run before on_step sees the report (empty from train_step alone).
+  nlohmann::json record;
 };
 
 /// Losses by position within a document (evaluate.hpp PositionSums, as means; NaN where a position has no

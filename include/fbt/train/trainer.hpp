@@ -77,6 +77,8 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
   /// checkpoint is written, stopped_by_observer is set and run() returns (resume() continues from there).
   /// An exception it throws leaves run() at once (the checkpoint is the last one written).
   std::function<bool(const StepReport&)> on_step;
+  /// Called after every evaluation of run() with the line eval.jsonl gets (on rank 0).
+  std::function<void(const nlohmann::json&)> on_eval;
   bool stopped_by_observer = false;  ///< run() returned because on_step returned false
 
   /// \brief Trains on a data source of the program's own (not the one cfg.data names). Its describe() is
@@ -442,7 +444,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
     double step_s = 0, opt_s = 0, comm_s = 0;  // this process's steps: their time, the optimizer's and the exposed communication's part
     long n_steps = 0;
     while (step < cfg.steps) {
-      const StepReport r = train_step();
+      StepReport r = train_step();
       step_s += r.seconds, opt_s += r.optimizer_seconds, comm_s += r.comm_seconds, ++n_steps;
       if (progress_counter) progress_counter->store(step);
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -454,6 +456,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
       if (dist_) j["comm_seconds"] = r.comm_seconds;
       if (r.K > 1) j["state_rms"] = last_state_rms_, j["gate_mean"] = last_gate_mean_, j["gate_std"] = last_gate_std_, j["feedback_ratio"] = last_ratio_;
       if (lead) log << j.dump() << "\n";
+      r.record = std::move(j);
       if (out && cfg.progress) {
         std::fprintf(out, "\rstep %ld/%ld | %.3gM tok | %.0f tok/s | ETA %s | K=%d loss", step, cfg.steps, tokens / 1e6, tps, fmt_time(eta).c_str(), r.K);
         for (double l : r.loss) std::fprintf(out, " %.4f", l);
@@ -468,6 +471,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
         nlohmann::json ej = eval_losses_json(e);
         ej["step"] = e.step, ej["tokens"] = e.tokens, ej["compute_tokens"] = compute_tokens;
         elog << ej.dump() << std::endl;
+        if (on_eval) on_eval(ej);
         if (out) {
           std::fprintf(out, "\n  eval @ step %ld: val loss per pass", step);
           for (double l : e.val_loss) std::fprintf(out, " %.4f", l);
