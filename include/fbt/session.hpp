@@ -31,13 +31,13 @@
 namespace fbt {
 
 /// What check_model_gradients checks: the K-pass step on a (batch, seq_len) batch of random tokens, with the
-/// objective's options (K, lambda, the jitter sigma, a prefix of `prefix` passes-to-keep per row and a document
-/// boundary in the second row), from parameters perturbed away from the init (perturb_parameters).
+/// objective's options (K, lambda, the jitter sigma, a plain prefix of `prefix` positions in every row of every fed-back
+/// pass, and a document boundary in the second row), from parameters perturbed away from the init (perturb_parameters).
 struct ModelCheckOptions {
   int K = 3;
   double lambda = 0.7, sigma = 0.02;
   int batch = 2, seq_len = 8;
-  int prefix = 1;                ///< every row's prefix (0 = none)
+  int prefix = 1;                ///< positions t < prefix stay plain in every fed-back pass (the prefix knob; 0 = none), in [0, seq_len]
   bool doc_boundary = true;      ///< a document starts mid-way through row 1
   std::uint64_t seed = 1;        ///< the weights' init; seed + 1 the perturbation, + 2 the tokens, + 3 the jitter
   std::size_t max_per_tensor = 0;  ///< > 0: that many sampled elements per tensor (a bigger model)

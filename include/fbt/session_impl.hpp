@@ -30,7 +30,8 @@ FBT_SESSION_FN StepGradReport check_model_gradients(const ModelConfig& c, const 
   if (o.batch < 1 || o.seq_len < 2 || o.seq_len > c.max_position_embeddings)
     throw Error("check_model_gradients: expected batch >= 1 and seq_len in [2, max_position_embeddings], got batch " + std::to_string(o.batch) +
                 ", seq_len " + std::to_string(o.seq_len));
-  if (o.prefix < 0 || o.prefix > o.K) throw Error("check_model_gradients: prefix must be in [0, K], got " + std::to_string(o.prefix));
+  if (o.prefix < 0 || o.prefix > o.seq_len)
+    throw Error("check_model_gradients: prefix (plain positions) must be in [0, seq_len = " + std::to_string(o.seq_len) + "], got " + std::to_string(o.prefix));
   Model<double> m(c, o.seed);  // its pieces by name, from the double registries
   perturb_parameters(m.params, o.seed + 1);  // away from the init: identities and zeros hide wrong terms
   Rng rng(o.seed + 2);

@@ -62,8 +62,10 @@ TEST(Session, GradientCheckPassesACorrectFuserAndFailsAWrongOne) {
   ModelCheckOptions o;
   o.K = 0;
   EXPECT_FBT_ERROR(check_model_gradients(c, o), "K must be in [1, ");
-  o = {}, o.prefix = 5;
-  EXPECT_FBT_ERROR(check_model_gradients(c, o), "prefix must be in [0, K], got 5");
+  o = {}, o.prefix = 9;
+  EXPECT_FBT_ERROR(check_model_gradients(c, o), "prefix (plain positions) must be in [0, seq_len = 8], got 9");
+  o = {}, o.prefix = 8;  // every position plain: still a valid objective
+  EXPECT_TRUE(check_model_gradients(tiny_config("test_session_add"), o).ok(1e-6));
   o = {}, o.seq_len = 1000;
   EXPECT_FBT_ERROR(check_model_gradients(c, o), "seq_len in [2, max_position_embeddings]");
 }
