@@ -453,7 +453,7 @@ def render_md(out, import_rss_note):
         L.append("")
     if import_rss_note:
         L += [import_rss_note + ".", ""]
-    L += ["Peer: benchmarks/peer/fbt_torch.py (same model, same initial weights, same K-pass objective; "
+    L += ["Peer: python/fbt/hf/fbt_torch.py (same model, same initial weights, same K-pass objective; "
           "checked against fbt by benchmarks/peer/check_peer.py). See benchmarks/peer/README.md.", ""]
     return "\n".join(L)
 

@@ -13,7 +13,7 @@
 #     3. run the benchmark (benchmarks/gpu_bench.cu: train-step tokens/s and decode ms/token at the
 #        ~100M-parameter config D 768, 12 layers, 12 heads, SwiGLU 2048, T 512, B 8, byte vocabulary)
 #        and the PyTorch eager peer on the same GPU (scripts/gpu_peer.py, reusing
-#        benchmarks/peer/fbt_torch.py);
+#        python/fbt/hf/fbt_torch.py);
 #     4. print a short table last.
 #   bash scripts/gpu-check.sh --pack-deps  on a development machine: copies the build's header and test
 #     dependencies (Eigen, xtensor, xtl, nlohmann_json, GoogleTest) into build-gpu-deps/, for a GPU

@@ -4,7 +4,7 @@
     python3 scripts/gpu_peer.py [--config 100m|small] [--batch B] [--seq T] [--steps N] [--warmup W]
                                 [--prompt P] [--decode-steps S] [--measures train,kpass2,decode_standard,decode_soft]
 
-It reuses benchmarks/peer/fbt_torch.py (the independent PyTorch implementation of the fbt model, written for
+It reuses python/fbt/hf/fbt_torch.py (the independent PyTorch implementation of the fbt model, written for
 the CPU): the model is built and initialised on the CPU (its init draws from a CPU generator), moved to the
 GPU, and torch's default device is then set to CUDA, so the tensors fbt_torch creates inside kpass and the
 decoder (positions, masks, jitter, KV caches) are made on the GPU too. fp32 throughout, TF32 off (the fp32
@@ -26,7 +26,7 @@ import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "benchmarks", "peer"))
+sys.path.insert(0, os.path.join(HERE, "..", "python", "fbt", "hf"))
 
 import torch  # noqa: E402
 

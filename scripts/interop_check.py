@@ -9,7 +9,7 @@ paragraphs; a GQA model, 4 query heads on 2 key/value heads, head_dim 24 != hidd
 
 Then, against `fbt logits` (per-pass logits of a text) and `fbt sample --temperature 0` (greedy):
 
-  peer   the independent PyTorch implementation benchmarks/peer/fbt_torch.py loads the full-bandwidth
+  peer   the independent PyTorch implementation python/fbt/hf/fbt_torch.py loads the full-bandwidth
          checkpoint: logits of pass 1, 2 and 3 (K-pass forward, no prefix mixing, no noise) within
          a relative bound, and greedy decodes in standard, soft and fused(2) mode equal token for token;
          it also loads the baseline (pass-1 logits).
@@ -57,7 +57,7 @@ import tempfile
 import time
 
 SKIP_CODE = 77
-sys.dont_write_bytecode = True  # importing benchmarks/peer/fbt_torch.py must not write into the source tree
+sys.dont_write_bytecode = True  # importing python/fbt/hf/fbt_torch.py must not write into the source tree
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SEP = 256  # fbt's byte tokenizer: bytes 0..255, then the document separator
@@ -555,12 +555,24 @@ def check_hf_dirs(rep: Report, a, fbt: str, ck_base: str, ck_fb: str, wd: str, p
         check_logits(rep, a, f"fbt -> hf: transformers' logits of the export ({name}) vs fbt pass 1", got, ref[0], f"{tok.numel()} tokens")
     d = os.path.join(wd, "hf_out_full")
     run([fbt, "export", "--checkpoint", ck_fb, "--hf", d])
-    m, info = hf_from_pretrained(Qwen3ForCausalLM, d)
-    unexp = sorted(info.get("unexpected_keys", []))
-    rep.line(not info.get("missing_keys") and all(k.startswith("model.feedback.") for k in unexp) and unexp != [],
-             "fbt -> hf: export --hf (full-bandwidth model) from_pretrained",
-             f"missing keys {sorted(info.get('missing_keys', []))}; unused {len(unexp)} model.feedback.* tensors")
-    a3, _ = fbt_logits(fbt, ck_fb, probe, 3, os.path.join(wd, "fbt_logits_fb3.npy"))
+    from transformers import AutoModelForCausalLM
+    m, info = AutoModelForCausalLM.from_pretrained(d, trust_remote_code=True, dtype=torch.float32, output_loading_info=True)
+    m.eval()
+    rep.line(type(m).__name__ == "FbtForCausalLM" and not info.get("missing_keys") and not info.get("unexpected_keys"),
+             "fbt -> hf: export --hf (full-bandwidth model) from_pretrained(trust_remote_code=True)",
+             f"{type(m).__name__}; missing keys {sorted(info.get('missing_keys', []))}, unexpected {sorted(info.get('unexpected_keys', []))}")
+    a3, tok = fbt_logits(fbt, ck_fb, probe, 3, os.path.join(wd, "fbt_logits_fb3.npy"))
+    with torch.no_grad():
+        for k in range(3):
+            got = m(input_ids=tok[None], passes=k + 1).logits[0]
+            check_logits(rep, a, f"fbt -> hf: the remote-code model's pass {k + 1} logits vs fbt's", got, a3[k], f"{tok.numel()} tokens")
+    prompt = "the old cat"
+    for mode in ("soft", "fused(2)"):
+        want = fbt_greedy(fbt, ck_fb, mode, prompt, 48)
+        x = torch.tensor([[SEP] + list(prompt.encode())])
+        got = m.generate(x, max_new_tokens=48, do_sample=False, decode_mode=mode, eos_token_id=None)[0, x.shape[1]:].tolist()
+        rep.line(len(want) > 0 and got[:len(want)] == want,
+                 f"fbt -> hf: the remote-code model's generate() in {mode} vs fbt sample", f"{len(want)} tokens {'equal' if got[:len(want)] == want else 'DIFFER'}")
     b3, _ = fbt_logits(fbt, d, probe, 3, os.path.join(wd, "fbt_logits_fb3_exported.npy"))
     rep.line(bool(torch.equal(a3, b3)), "fbt -> hf -> fbt: the full export read back by fbt",
              f"passes 1-3 logits {'identical' if torch.equal(a3, b3) else 'DIFFER'} to the checkpoint's")
@@ -684,7 +696,7 @@ def main(argv=None) -> int:
     ap.add_argument("--new-tokens", type=int, default=NEW_TOKENS, help=f"greedy tokens per decode ({NEW_TOKENS})")
     ap.add_argument("--rtol", type=float, default=2e-5, help="bound on max |diff| / max |logit| (2e-5)")
     ap.add_argument("--no-hf", action="store_true", help="skip the Hugging Face transformers part")
-    ap.add_argument("--peer-dir", default=os.path.join(ROOT, "benchmarks", "peer"), help="where fbt_torch.py is")
+    ap.add_argument("--peer-dir", default=os.path.join(ROOT, "python", "fbt", "hf"), help="where fbt_torch.py is")
     ap.add_argument("--inject-fault", action="store_true",
                     help="self-test: perturb fbt's logits (10x the bound) and one greedy token; the checks must FAIL")
     a = ap.parse_args(argv)

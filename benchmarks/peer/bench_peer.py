@@ -116,7 +116,7 @@ def main(argv=None):
     except ImportError:
         print(json.dumps({"impl": "torch", "error": "torch is not importable in " + sys.executable}))
         return 2
-    sys.path.insert(0, HERE)
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "python", "fbt", "hf"))  # fbt_torch.py, the one PyTorch implementation
     import fbt_torch as ft
 
     torch.set_num_threads(a.threads)

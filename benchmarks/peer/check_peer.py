@@ -46,7 +46,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python", "fbt", "hf"))  # fbt_torch.py, the one PyTorch implementation
 
 FUSERS = ("none", "glu", "gated_add", "concat")
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""fbt's per-pass logits against the PyTorch reference (benchmarks/peer/fbt_torch.py) on the same weights.
+"""fbt's per-pass logits against the PyTorch reference (python/fbt/hf/fbt_torch.py) on the same weights.
 
     python examples/python/compare_torch.py [--checkpoint CKPT] [--passes 3]
 
@@ -20,7 +20,7 @@ import numpy as np
 import fbt
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "benchmarks", "peer"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python", "fbt", "hf"))
 
 
 def main():

@@ -13,9 +13,11 @@
 // save_hf_dir (fbt export --hf): a baseline and a full-bandwidth model round-trip bit for bit (F32) or as
 // their bf16 rounding; the plain part of a full-bandwidth model computes its pass-1 logits, with N_in
 // folded into the embedding when pass 1 reads N_in(e) (the head then untied); a stack a Qwen3ForCausalLM
-// cannot hold is refused by name, and a config.json whose Qwen3 keys contradict its fbt_config too.
+// cannot hold is refused by name for the plain export and written as the remote-code model (FbtForCausalLM,
+// with its Python files) otherwise, and a config.json whose Qwen3 keys contradict its fbt_config is refused.
 #include <gtest/gtest.h>
 
+#include <fbt/data/tokenizer.hpp>
 #include <fbt/io/hf.hpp>
 #include <fbt/train/evaluate.hpp>
 
@@ -458,16 +460,49 @@ TEST_F(Hf, ThePlainPartComputesPassOne) {
     }
 }
 
-TEST_F(Hf, ExportRefusesWhatQwen3CannotHold) {
+TEST_F(Hf, WhatQwen3CannotHoldIsTheRemoteCodeModelOrRefusedAsPlain) {
+  static_assert(fbt::kHfByteVocabSize == fbt::ByteTokenizer::kVocabSize && fbt::kHfByteSep == fbt::ByteTokenizer::kSep);
+  // a baseline a Qwen3ForCausalLM cannot hold is written as the remote-code model FbtForCausalLM (config.json
+  // names it and its auto_map, the Python files beside it), and read back bit for bit
+  for (const char* knob : {"block_norm", "qk_norm", "layer_intermediate_size"}) {
+    fbt::ModelConfig c = plain_config(true);
+    if (std::string(knob) == "block_norm") c.block_norm = "sandwich";
+    if (std::string(knob) == "qk_norm") c.qk_norm = false;
+    if (std::string(knob) == "layer_intermediate_size") c.layer_intermediate_size = {24, 16};
+    M b(c, 1);
+    randomize(b, 5);
+    const std::string d = path(std::string("remote_") + knob);
+    fbt::save_hf_dir(d, b);
+    const std::string cj = read_bytes((fs::path(d) / "config.json").string());
+    EXPECT_NE(cj.find("\"FbtForCausalLM\""), std::string::npos) << knob;
+    EXPECT_NE(cj.find("\"modeling_fbt.FbtForCausalLM\""), std::string::npos) << knob;
+    for (const auto& f : fbt::hf_remote_code_files()) EXPECT_EQ(read_bytes((fs::path(d) / f.first).string()), f.second) << f.first;
+    EXPECT_TRUE(fs::exists(fs::path(d) / "tokenizer_config.json"));
+    EXPECT_NE(cj.find("\"eos_token_id\": 256"), std::string::npos) << knob;
+    const M back = fbt::load_checkpoint<M>(d);
+    EXPECT_EQ(std::memcmp(back.params.values(), b.params.values(), b.params.size() * sizeof(float)), 0) << knob;
+    EXPECT_EQ(fbt::to_json(back.cfg), fbt::to_json(b.cfg)) << knob;
+  }
+  // the plain (Qwen3) export of a full-bandwidth model whose stack a Qwen3 cannot hold is refused by name
+  using G = fbt::Model<float>;
   fbt::ModelConfig c = plain_config(true);
-  c.block_norm = "sandwich";
-  EXPECT_FBT_ERROR(fbt::save_hf_dir(path("s"), M(c, 1)), "block_norm \"sandwich\"");
+  c.fuser = "glu", c.block_norm = "sandwich";
+  EXPECT_FBT_ERROR(fbt::save_hf_dir(path("s"), G(c, 1), fbt::HfExportOptions{true, "F32"}), "block_norm \"sandwich\"", "--plain");
   c = plain_config(true);
-  c.qk_norm = false;
-  EXPECT_FBT_ERROR(fbt::save_hf_dir(path("q"), M(c, 1)), "qk_norm false");
-  c = plain_config(true);
-  c.layer_intermediate_size = {24, 16};
-  EXPECT_FBT_ERROR(fbt::save_hf_dir(path("h"), M(c, 1)), "per-layer sizes");
+  c.fuser = "glu", c.qk_norm = false;
+  EXPECT_FBT_ERROR(fbt::save_hf_dir(path("q"), G(c, 1), fbt::HfExportOptions{true, "F32"}), "qk_norm false");
+  // the remote-code model's own keys are checked when fbt reads its config.json
+  fbt::ModelConfig fc = plain_config(true);
+  fc.fuser = "glu";
+  G g(fc, 2);
+  fbt::save_hf_dir(path("fb"), g);
+  const std::string fcj = (fs::path(path("fb")) / "config.json").string();
+  std::string ftext = read_bytes(fcj);
+  const std::string pf = "\"passes\": 1", pt = "\"passes\": 0";
+  ASSERT_NE(ftext.find(pf), std::string::npos);
+  ftext.replace(ftext.find(pf), pf.size(), pt);
+  std::ofstream(fcj, std::ios::trunc) << ftext;
+  EXPECT_FBT_ERROR(fbt::load_checkpoint<G>(path("fb")), "\"passes\"", "an integer >= 1");
   // a config.json whose Qwen3 keys say otherwise than its fbt_config
   M b(plain_config(true), 3);
   fbt::save_hf_dir(path("edited"), b);

@@ -139,11 +139,13 @@ inline int cmd_export(CommandState& /*st*/, Args a) {
   if (wants_help(a)) {
     std::printf(
         "fbt export --checkpoint CKPT --hf DIR [--plain true] [--dtype F32|BF16]\n\n"
-        "Writes the checkpoint as a Hugging Face directory that transformers' Qwen3ForCausalLM.from_pretrained\n"
-        "loads (docs/interop.md): config.json (the Qwen3 keys, and fbt_config) and model.safetensors. A baseline,\n"
-        "or with --plain true the plain part (pass 1) of a full-bandwidth model, loads with no missing or\n"
-        "unexpected keys; a full-bandwidth model without --plain also carries its model.feedback.* tensors (which\n"
-        "transformers leaves unused) and loads back into fbt as itself. CKPT may itself be a Hugging Face directory.\n");
+        "Writes the checkpoint as a Hugging Face directory (docs/interop.md). A full-bandwidth model (and a baseline\n"
+        "a Qwen3 cannot hold: sandwich norms, per-layer sizes, no QK-norm) becomes the remote-code model FbtForCausalLM:\n"
+        "config.json (fbt's config, auto_map), model.safetensors, modeling_fbt.py, configuration_fbt.py, fbt_torch.py,\n"
+        "tokenization_fbt.py; AutoModelForCausalLM.from_pretrained(DIR, trust_remote_code=True) loads it with its\n"
+        "feedback (K-pass forward, generate() in standard, soft and fused(k)). A baseline, or with --plain true the\n"
+        "plain part (pass 1) of a full-bandwidth model, is a Qwen3ForCausalLM with no missing or unexpected keys.\n"
+        "fbt loads every export back. CKPT may itself be a Hugging Face directory.\n");
     return 0;
   }
   const std::string ck = take(a, "checkpoint", ""), dir = take(a, "hf", ""), dtype = take(a, "dtype", "F32");
@@ -157,8 +159,12 @@ inline int cmd_export(CommandState& /*st*/, Args a) {
     using M = typename decltype(tag)::type;
     const M m = load_checkpoint<M>(ck);
     save_hf_dir(dir, m, HfExportOptions{plain, dtype});
-    std::printf("wrote %s: %s%s, %s (config.json, model.safetensors)\n", dir.c_str(), m.feedback() && !plain ? "full-bandwidth model, fuser " : "Qwen3ForCausalLM",
-                m.feedback() && !plain ? m.cfg.fuser.c_str() : (m.feedback() ? " (the plain part)" : ""), dtype.c_str());
+    const bool remote = m.feedback() ? !plain : !qwen3_cannot_hold(m.cfg).empty();
+    if (remote)
+      std::printf("wrote %s: FbtForCausalLM (fuser %s, remote code: AutoModelForCausalLM.from_pretrained(DIR, trust_remote_code=True)), %s\n", dir.c_str(),
+                  m.cfg.fuser.c_str(), dtype.c_str());
+    else
+      std::printf("wrote %s: Qwen3ForCausalLM%s, %s (config.json, model.safetensors)\n", dir.c_str(), m.feedback() ? " (the plain part)" : "", dtype.c_str());
   });
   return 0;
 }

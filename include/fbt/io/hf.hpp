@@ -33,6 +33,7 @@
 
 #include "../core/precision.hpp"
 #include "checkpoint.hpp"
+#include "hf_remote_code.hpp"
 
 namespace fbt {
 
@@ -52,7 +53,9 @@ inline bool is_hf_model_dir(const std::string& path) {
 }
 
 /// \brief The model config of a Hugging Face directory: its config.json through config_from_json.
-/// `architectures`, when present, must be ["Qwen3ForCausalLM"]. A directory fbt exported (save_hf_dir)
+/// `architectures`, when present, must be ["Qwen3ForCausalLM"], or ["FbtForCausalLM"] with model_type "fbt":
+/// the full-bandwidth export of save_hf_dir, whose config.json is fbt's config plus auto_map, decode_mode and
+/// passes (read by its remote code, checked for their type here). A Qwen3 directory fbt exported
 /// also carries "fbt_config", fbt's own config, which is the model; its top-level keys are what
 /// transformers builds from, so they are checked as strictly as a config.json without fbt_config (every
 /// key that changes the model: implemented, refused by name, or inert; docs/file-formats.md) and every
@@ -60,15 +63,26 @@ inline bool is_hf_model_dir(const std::string& path) {
 inline ModelConfig read_hf_config(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   const std::string text = detail::read_file_bytes(path, "read_hf_config", kConfigMaxFileBytes);
-  const nlohmann::json j = detail::parse_json_strict(text, "'" + path + "'");
+  nlohmann::json j = detail::parse_json_strict(text, "'" + path + "'");
   if (j.is_object()) {
     const auto ar = j.find("architectures");
+    const bool fbt_type = j.contains("model_type") && j["model_type"] == "fbt";
     if (ar != j.end()) {
       if (!ar->is_array()) throw Error("'" + path + "': model config field \"architectures\": must be an array, got " + detail::json_brief(*ar));
       for (const auto& a : *ar)
-        if (a != "Qwen3ForCausalLM")
+        if (a != "Qwen3ForCausalLM" && !(fbt_type && a == "FbtForCausalLM"))
           throw Error("'" + path + "': model config field \"architectures\": " + detail::json_brief(a) +
-                      " is not an architecture fbt loads (it implements Qwen3ForCausalLM, a causal language model)");
+                      " is not an architecture fbt loads (it implements Qwen3ForCausalLM, a causal language model, and its own FbtForCausalLM "
+                      "with model_type \"fbt\")");
+    }
+    if (fbt_type) {  // the remote-code model's keys for transformers (save_hf_dir): checked, then not the model's
+      auto need = [&](const char* k, bool ok, const char* what) {
+        if (j.contains(k) && !ok) throw Error("'" + path + "': model config field \"" + k + "\": expected " + what + ", got " + detail::json_brief(j[k]));
+      };
+      need("auto_map", j.contains("auto_map") && j["auto_map"].is_object(), "an object");
+      need("decode_mode", j.contains("decode_mode") && j["decode_mode"].is_string(), "a decoding mode string");
+      need("passes", j.contains("passes") && j["passes"].is_number_integer() && j["passes"].get<long long>() >= 1, "an integer >= 1");
+      for (const char* k : {"auto_map", "decode_mode", "passes"}) j.erase(k);
     }
   }
   if (j.is_object()) {  // transformers reads rope_parameters' theta where both are given: they must agree
@@ -202,41 +216,76 @@ inline bool is_hf_export_shard_name(const std::string& name) {
 }
 }  // namespace detail
 
+/// The byte vocabulary's size and its document separator (data/tokenizer.hpp's ByteTokenizer, which io/ may not
+/// include): an export of a model of this vocabulary declares the separator as bos/eos/pad and names the byte
+/// tokenizer; tests/io/test_hf.cpp checks that the two agree.
+constexpr int kHfByteVocabSize = 257, kHfByteSep = 256;
+
 /// How save_hf_dir writes a model.
 struct HfExportOptions {
   bool plain = false;         ///< a full-bandwidth model: only its plain part (pass 1) as a Qwen3ForCausalLM
   std::string dtype = "F32";  ///< F32 | BF16 (rounded to nearest even)
 };
 
-/// \brief Writes `m` as a Hugging Face directory that transformers' Qwen3ForCausalLM.from_pretrained loads:
-///   config.json        the Qwen3 keys (model_type "qwen3", architectures ["Qwen3ForCausalLM"], sizes,
-///                      rope_theta, rms_norm_eps, tie_word_embeddings, ...) and "fbt_config", fbt's own
-///                      config of what was written (read back by read_hf_config; transformers keeps it as
-///                      an unused attribute)
-///   model.safetensors  the tensors under their Qwen3 names (lm_head.weight only when untied), in o.dtype.
-/// A baseline, or with o.plain the plain part of a full-bandwidth model, is exactly a Qwen3ForCausalLM:
-/// no missing or unexpected keys. When that plain pass reads N_in(e) rather than e (input_norm "all"), N_in
-/// is folded into the written embedding (row v := N_in(E[v]), exactly the vectors fbt feeds the stack) and
-/// the head, if tied, is written untied as the original E, so that the directory computes fbt's pass 1.
-/// A full-bandwidth model without o.plain is the same plus its model.feedback.* tensors (transformers
-/// reports them as unused) and its full fbt_config, so fbt loads it back as itself.
-/// Refuses (naming the knob) a stack a Qwen3ForCausalLM cannot hold: qk_norm false, block_norm sandwich,
-/// per-layer sizes. Each file is written atomically (tmp + rename), config.json's temporary file first
-/// and renamed last, so a failure while writing (a full disk) leaves the directory as it was and removes
-/// the temporary files. Afterwards the files of an earlier sharded export in `dir` are removed
-/// (model.safetensors.index.json and every model-NNNNN-of-NNNNN.safetensors), so that the directory
-/// holds one model; nothing else in it is touched.
+/// \brief Whether a Qwen3ForCausalLM can hold the stack of config c (QK-norm, pre-norm blocks of the built-in
+/// decoder, one size for every layer); "" when it can, else why not (naming the knob).
+inline std::string qwen3_cannot_hold(const ModelConfig& c) {
+  if (!c.qk_norm) return "qk_norm false: a Qwen3ForCausalLM always normalises q and k";
+  if (c.block_norm != "pre") return "block_norm \"" + c.block_norm + "\": a Qwen3ForCausalLM has no norms after its attention and MLP";
+  if (c.block != "decoder") return "block \"" + c.block + "\": a Qwen3ForCausalLM's layers are the built-in decoder block";
+  if (!c.uniform()) return "per-layer sizes (layer_*): a Qwen3ForCausalLM's layers are all alike";
+  return "";
+}
+
+/// \brief Writes `m` as a Hugging Face directory, in one of two forms (docs/interop.md):
+///
+/// **The full-bandwidth model** (a model with feedback, unless o.plain; and a baseline whose stack a
+/// Qwen3ForCausalLM cannot hold): `AutoModelForCausalLM.from_pretrained(dir, trust_remote_code=True)` loads
+/// it as FbtForCausalLM, with its feedback (the K-pass forward with gradients; generate() in standard, soft
+/// and fused(k)):
+///   config.json        fbt's config at the top level (to_json: every field) with model_type "fbt",
+///                      architectures ["FbtForCausalLM"], auto_map (AutoConfig, AutoModelForCausalLM), the
+///                      default decode_mode "soft" and passes 1, torch_dtype, and for the byte vocabulary the
+///                      separator (256) as bos/eos/pad
+///   model.safetensors  every tensor under fbt's own names (model.feedback.* included)
+///   configuration_fbt.py, modeling_fbt.py, fbt_torch.py, tokenization_fbt.py   the remote code
+///                      (hf_remote_code.hpp: python/fbt/hf/*.py), and for the byte vocabulary
+///                      tokenizer_config.json naming the byte tokenizer (AutoTokenizer).
+/// fbt reads it back as itself. Refused: a user's fuser or block (the remote code implements fbt's built-in
+/// pieces; save the model as an fbt checkpoint).
+///
+/// **A Qwen3ForCausalLM** (a baseline a Qwen3 can hold, or with o.plain the plain part of a full-bandwidth
+/// model): config.json with the Qwen3 keys (model_type "qwen3", architectures ["Qwen3ForCausalLM"], sizes,
+/// rope_theta, rms_norm_eps, tie_word_embeddings, the separator as bos/eos for the byte vocabulary, ...) and
+/// "fbt_config", fbt's own config of what was written (read back by read_hf_config; transformers keeps it as
+/// an unused attribute); model.safetensors with the tensors under their Qwen3 names (lm_head.weight only
+/// when untied): no missing or unexpected keys. When the plain pass reads N_in(e) rather than e
+/// (input_norm "all"), N_in is folded into the written embedding (row v := N_in(E[v]), exactly the vectors
+/// fbt feeds the stack) and the head, if tied, is written untied as the original E, so that the directory
+/// computes fbt's pass 1. o.plain on a stack a Qwen3ForCausalLM cannot hold is refused, naming the knob.
+///
+/// Tensors are written in o.dtype. Each file is written atomically (tmp + rename), config.json's temporary
+/// file first and renamed last, so a failure while writing (a full disk) leaves the directory as it was and
+/// removes the temporary files. Afterwards the files of an earlier sharded export in `dir` are removed
+/// (model.safetensors.index.json and every model-NNNNN-of-NNNNN.safetensors), so that the directory holds
+/// one model; nothing else in it is touched.
 template <class M> void save_hf_dir(const std::string& dir, const M& m, const HfExportOptions& o = {}) {
   using T = typename M::Scalar;
   const ModelConfig& c = m.cfg;
   auto refuse = [&](const std::string& why) { throw Error("fbt::save_hf_dir: '" + dir + "': " + why); };
-  if (!c.qk_norm) refuse("qk_norm false: a Qwen3ForCausalLM always normalises q and k");
-  if (c.block_norm != "pre") refuse("block_norm \"" + c.block_norm + "\": a Qwen3ForCausalLM has no norms after its attention and MLP");
-  if (c.block != "decoder") refuse("block \"" + c.block + "\": a Qwen3ForCausalLM's layers are the built-in decoder block (save it as an fbt checkpoint)");
-  if (!c.uniform()) refuse("per-layer sizes (layer_*): a Qwen3ForCausalLM's layers are all alike");
   if (o.dtype != "F32" && o.dtype != "BF16") refuse("dtype \"" + detail::excerpt(o.dtype) + "\": expected F32 or BF16");
-  const bool plain = o.plain || !m.feedback();
+  const std::string no_qwen3 = qwen3_cannot_hold(c);
+  const bool remote = m.feedback() ? !o.plain : !no_qwen3.empty();
+  if (!remote && !no_qwen3.empty()) refuse(no_qwen3 + (m.feedback() ? " (leave --plain off: the full-bandwidth export holds it)" : ""));
+  if (remote) {
+    if (c.block != "decoder" || !c.layer_blocks.empty())
+      refuse("block \"" + detail::excerpt(c.block) + "\": the Hugging Face model implements fbt's built-in decoder block, not a user's (save it as an fbt checkpoint)");
+    if (c.fuser != "none" && c.fuser != "glu" && c.fuser != "gated_add" && c.fuser != "concat")
+      refuse("fuser \"" + detail::excerpt(c.fuser) + "\": the Hugging Face model implements fbt's built-in fusers (glu, gated_add, concat), not a user's (save it as an fbt checkpoint)");
+  }
+  const bool plain = !remote && (o.plain || !m.feedback());
   const bool fold = plain && m.input().norm_plain_pass();  // pass 1 reads N_in(e)
+  const bool byte_vocab = c.vocab_size == kHfByteVocabSize;
   // the config of what is written
   ModelConfig out = c;
   if (plain && m.feedback()) {
@@ -251,18 +300,27 @@ template <class M> void save_hf_dir(const std::string& dir, const M& m, const Hf
   }
   if (fold) out.tie_word_embeddings = false;
   nlohmann::json j;
-  j["architectures"] = nlohmann::json::array({"Qwen3ForCausalLM"});
-  j["model_type"] = "qwen3";
-  j["attention_bias"] = false, j["attention_dropout"] = 0.0, j["hidden_act"] = "silu";
-  j["vocab_size"] = out.vocab_size, j["hidden_size"] = out.hidden_size, j["num_hidden_layers"] = out.num_hidden_layers;
-  j["num_attention_heads"] = out.num_attention_heads, j["num_key_value_heads"] = out.num_key_value_heads, j["head_dim"] = out.hs();
-  j["intermediate_size"] = out.intermediate_size, j["max_position_embeddings"] = out.max_position_embeddings;
-  j["rope_theta"] = out.rope_theta, j["rope_scaling"] = nullptr, j["rms_norm_eps"] = out.rms_norm_eps;
-  j["tie_word_embeddings"] = out.tie_word_embeddings, j["initializer_range"] = out.initializer_range;
-  j["use_sliding_window"] = false, j["sliding_window"] = nullptr;
-  sliding_window_to_json(out, j);  // a windowed model: its layer_types, sliding_window and use_sliding_window true
+  if (remote) {
+    j = to_json(out);
+    j["architectures"] = nlohmann::json::array({"FbtForCausalLM"});
+    j["auto_map"] = {{"AutoConfig", "configuration_fbt.FbtConfig"}, {"AutoModelForCausalLM", "modeling_fbt.FbtForCausalLM"}};
+    j["decode_mode"] = "soft", j["passes"] = 1;
+  } else {
+    j["architectures"] = nlohmann::json::array({"Qwen3ForCausalLM"});
+    j["model_type"] = "qwen3";
+    j["attention_bias"] = false, j["attention_dropout"] = 0.0, j["hidden_act"] = "silu";
+    j["vocab_size"] = out.vocab_size, j["hidden_size"] = out.hidden_size, j["num_hidden_layers"] = out.num_hidden_layers;
+    j["num_attention_heads"] = out.num_attention_heads, j["num_key_value_heads"] = out.num_key_value_heads, j["head_dim"] = out.hs();
+    j["intermediate_size"] = out.intermediate_size, j["max_position_embeddings"] = out.max_position_embeddings;
+    j["rope_theta"] = out.rope_theta, j["rope_scaling"] = nullptr, j["rms_norm_eps"] = out.rms_norm_eps;
+    j["tie_word_embeddings"] = out.tie_word_embeddings, j["initializer_range"] = out.initializer_range;
+    j["use_sliding_window"] = false, j["sliding_window"] = nullptr;
+    sliding_window_to_json(out, j);  // a windowed model: its layer_types, sliding_window and use_sliding_window true
+    j["fbt_config"] = to_json(out);
+  }
+  if (byte_vocab) j["bos_token_id"] = kHfByteSep, j["eos_token_id"] = kHfByteSep;
+  if (byte_vocab && remote) j["pad_token_id"] = kHfByteSep;
   j["use_cache"] = true, j["torch_dtype"] = o.dtype == "F32" ? "float32" : "bfloat16";
-  j["fbt_config"] = to_json(out);
   // the tensors, converted to the file's dtype
   std::vector<std::vector<std::uint8_t>> bytes;
   std::vector<TensorRef> refs;
@@ -305,6 +363,22 @@ template <class M> void save_hf_dir(const std::string& dir, const M& m, const Hf
   f.write(j.dump(2) + "\n");
   f.sync();  // a failure here leaves the directory as it was
   save_safetensors((fs::path(dir) / "model.safetensors").string(), refs, {{"format", "pt"}});
+  if (remote) {  // the remote code, and the byte tokenizer's config
+    std::vector<std::pair<std::string, std::string>> files = hf_remote_code_files();
+    if (byte_vocab) {
+      const nlohmann::json tc = {{"tokenizer_class", "FbtByteTokenizer"},
+                                 {"auto_map", {{"AutoTokenizer", nlohmann::json::array({"tokenization_fbt.FbtByteTokenizer", nullptr})}}},
+                                 {"bos_token", "<|sep|>"}, {"eos_token", "<|sep|>"}, {"pad_token", "<|sep|>"}, {"unk_token", "<|sep|>"},
+                                 {"add_bos_token", true}, {"model_max_length", c.max_position_embeddings}};
+      files.emplace_back("tokenizer_config.json", tc.dump(2) + "\n");
+    }
+    for (const auto& [name, text] : files) {
+      detail::AtomicFile pf((fs::path(dir) / name).string(), "save_hf_dir");
+      pf.write(text);
+      pf.sync();
+      pf.commit();
+    }
+  }
   f.commit();
   // an earlier sharded export: its index would point transformers and fbt at the old shards' names
   std::vector<fs::path> stale;

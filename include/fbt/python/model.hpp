@@ -196,9 +196,10 @@ inline void bind_model(nb::module_& mod) {
       },
       "model"_a, "dir"_a, "plain"_a = false, "dtype"_a = "F32",
       "export_hf(model, dir, plain=False, dtype='F32'): the model as a Hugging Face directory, as `fbt export --hf DIR` writes it\n"
-      "(config.json with fbt_config, model.safetensors; docs/interop.md): a baseline, or with plain=True the plain part of a\n"
-      "full-bandwidth model, loads in transformers as Qwen3ForCausalLM; a full-bandwidth model also carries its feedback\n"
-      "tensors and loads back into fbt (fbt.Model.load(dir)) as itself.");
+      "(docs/interop.md): a full-bandwidth model is the remote-code model FbtForCausalLM with its feedback\n"
+      "(transformers.AutoModelForCausalLM.from_pretrained(dir, trust_remote_code=True): K-pass forward with gradients,\n"
+      "generate() in standard, soft and fused(k)); a baseline, or with plain=True the plain part of a full-bandwidth\n"
+      "model, is a Qwen3ForCausalLM. fbt.Model.load(dir) reads every export back.");
   c.def_prop_ro("config", [](const P& self) { return self.impl->config(); }, "The model's config (a copy).");
   // copy and pickle: copy.copy and copy.deepcopy give an independent model (its own parameters, as a checkpoint
   // round trip would); a pickle holds the config's JSON and the parameters' fp32 bytes, and is read back by making
