@@ -23,6 +23,8 @@ __version__: str = getattr(_fbt, "__version__")  # set by the extension (module.
 
 __all__ = [n for n in dir(_fbt) if not n.startswith("_")]
 
+from . import data  # noqa: E402  fbt.data: the trainer's batches and schedule (python/fbt/data.py)
+
 
 def check_fuser(cls, hidden_size=8, rows=5, options=None, seed=0, eps=1e-6, tol=1e-6):
     """Checks a fuser written in Python (for fbt.register_fuser) against central differences, in float64.

@@ -12,7 +12,7 @@ import fbt
 def test_mypy_accepts_the_stubs_and_the_package():
     pytest.importorskip("mypy")
     pkg = os.path.dirname(fbt.__file__)
-    files = [os.path.join(pkg, f) for f in ("_fbt.pyi", "__init__.py", "__main__.py", "track.py")]
+    files = [os.path.join(pkg, f) for f in ("_fbt.pyi", "__init__.py", "__main__.py", "track.py", "data.py", "lm_eval.py")]
     r = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--ignore-missing-imports", *files], capture_output=True, text=True,
                        cwd=os.path.dirname(pkg))
     assert r.returncode == 0, r.stdout + r.stderr

@@ -76,8 +76,8 @@ model.feedback.*, lm_head.weight when untied), and
         "soft", "fused(k)", optionally "/prefill=P" (standard, fused(k), recurrent, recurrent(k)); the mode
         also comes from generation_config.decode_mode or config.decode_mode. Greedy (do_sample False) or
         sampled (temperature, top_k, top_p); max_new_tokens / max_length; eos_token_id and stopping_criteria
-        end a sequence; a left-padded batch (attention_mask) is decoded row by row. Returns the token ids
-        (B, prompt + generated), rows that stopped early padded with pad_token_id. Beam search and
+        end a sequence; a left-padded batch (attention_mask) is decoded in lockstep, each row with its own cache.
+        Returns the token ids (B, prompt + generated), rows that stopped early padded with pad_token_id. Beam search and
         return_dict_in_generate are refused by name.
 """
 from __future__ import annotations
@@ -213,37 +213,36 @@ class FbtForCausalLM(FbtPreTrainedModel, FBTCore, GenerationMixin):
         pad = gc.pad_token_id if gc.pad_token_id is not None else (min(eos) if eos else 0)
         dev = input_ids.device
         dec = Decoder(self)
-        rows: List[List[int]] = []
-        for b in range(B):
-            ids = input_ids[b]
-            if attention_mask is not None:
-                ids = ids[attention_mask[b].bool()]
-            prompt = ids.tolist()
-            if not prompt:
+        caches, logits = [], []
+        for b in range(B):  # each row its own cache (a left-padded row without its padding)
+            ids = input_ids[b] if attention_mask is None else input_ids[b][attention_mask[b].bool()]
+            if ids.numel() == 0:
                 raise ValueError(f"FbtForCausalLM.generate: row {b} has an empty prompt")
-            out: List[int] = []
-            if n_new > 0:
-                cap = min(self.cfg.max_position_embeddings, len(prompt) + n_new)
-                cache = KVCache(self, 1, cap)
-                logits = dec.prefill(cache, torch.tensor([prompt], device=dev), mode)
-                while len(out) < n_new:
-                    tok = self._pick(logits[0], gc, generator)
-                    out.append(tok)
-                    if tok in eos:
-                        break
-                    if stopping_criteria is not None:
-                        seq = torch.tensor([input_ids[b].tolist() + out], device=dev)
-                        if bool(torch.as_tensor(stopping_criteria(seq, logits)).all()):
-                            break
-                    if len(out) == n_new or cache.len >= cap:
-                        break
-                    logits = dec.step(cache, torch.tensor([tok], device=dev), mode)
-            rows.append(out)
-        width = max((len(r) for r in rows), default=0)
-        new = torch.full((B, width), pad, dtype=input_ids.dtype, device=dev)
-        for b, r in enumerate(rows):
-            if r:
-                new[b, :len(r)] = torch.tensor(r, dtype=input_ids.dtype, device=dev)
+            cap = min(self.cfg.max_position_embeddings, int(ids.numel()) + max(n_new, 0))
+            cache = KVCache(self, 1, max(cap, int(ids.numel())))
+            logits.append(dec.prefill(cache, ids[None], mode)[0] if n_new > 0 else None)
+            caches.append(cache)
+        new = torch.empty(B, 0, dtype=input_ids.dtype, device=dev)
+        done = torch.zeros(B, dtype=torch.bool, device=dev)
+        for i in range(max(n_new, 0)):  # the rows in lockstep, as transformers decodes a batch
+            toks = [pad if bool(done[b]) else self._pick(logits[b], gc, generator) for b in range(B)]
+            new = torch.cat([new, torch.tensor(toks, dtype=input_ids.dtype, device=dev)[:, None]], 1)
+            for b, t in enumerate(toks):
+                if t in eos:
+                    done[b] = True
+            if stopping_criteria is not None:
+                scores = torch.stack([lg if lg is not None else torch.zeros_like(logits[0]) for lg in logits])
+                done |= torch.as_tensor(stopping_criteria(torch.cat([input_ids, new], 1), scores), dtype=torch.bool, device=dev).expand(B)
+            if bool(done.all()) or i + 1 == n_new:
+                break
+            for b in range(B):
+                if not bool(done[b]):
+                    if caches[b].len >= caches[b].capacity:
+                        done[b] = True
+                    else:
+                        logits[b] = dec.step(caches[b], torch.tensor([toks[b]], device=dev), mode)[0]
+            if bool(done.all()):
+                break
         return torch.cat([input_ids, new], 1)
 
 

@@ -42,6 +42,14 @@ struct StepOptions {
   GradReady grad_ready;
 };
 
+/// \brief Advances rng by exactly the draws multipass_step makes from o.rng for one batch of K passes: one jitter seed
+/// (two 32-bit draws) per fed-back pass when sigma > 0, none otherwise. A run's plan (train/run_plan.hpp) calls it to
+/// stay in step with the trainer without running the model; tests/train/test_run_plan.cpp checks the two agree.
+inline void skip_step_draws(Rng& rng, int K, double sigma) {
+  if (sigma > 0)
+    for (int j = 1; j < K; ++j) rng.next_u32(), rng.next_u32();
+}
+
 namespace detail {
 inline int first_grad_pass(const StepOptions& o) {
   const int g = o.grad_passes <= 0 ? o.K : std::min(o.grad_passes, o.K);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../decode/decoder.hpp"
+#include "../decode/score.hpp"
 
 namespace fbt {
 namespace python {
@@ -26,6 +27,10 @@ struct AnyDecoder {
   virtual int length(int i) const = 0;       ///< positions in sequence i's cache (since its document start)
   virtual int capacity(int i) const = 0;     ///< positions sequence i can hold
   virtual DecodeModeSpec mode() const = 0;   ///< the kept sequences' mode
+  /// \brief Log-likelihoods of continuations in `mode` (decode/score.hpp), on fresh sequences: the kept ones are
+  /// not touched.
+  virtual std::vector<ScoreResult> score(const std::vector<ScoreRequest>& reqs, const DecodeModeSpec& mode, int batch,
+                                         const std::function<void()>& between_steps) = 0;
 };
 
 template <class M> struct DecoderOf final : AnyDecoder {
@@ -63,6 +68,9 @@ template <class M> struct DecoderOf final : AnyDecoder {
   int length(int i) const override { return seqs[std::size_t(i)].len; }
   int capacity(int i) const override { return seqs[std::size_t(i)].capacity; }
   DecodeModeSpec mode() const override { return seqs.empty() ? DecodeModeSpec{} : seqs[0].mode; }
+  std::vector<ScoreResult> score(const std::vector<ScoreRequest>& reqs, const DecodeModeSpec& m, int batch, const std::function<void()>& between) override {
+    return score_continuations(dec, reqs, m, batch, between);
+  }
 };
 
 }  // namespace python

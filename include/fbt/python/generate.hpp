@@ -162,6 +162,60 @@ inline void bind_decoder(nb::module_& mod) {
       "resume=True: the last call's sequences go on: `prompt` (ids, or text read as bytes of the same document; may be None)\n"
       "is fed after the last generated token, the KV caches reused; mode and seed stay the session's.\n"
       "context: positions each new sequence can hold (default prompt + max_new_tokens; give more to resume later).");
+  c.def(
+      "score",
+      [](D& self, nb::handle requests, std::optional<std::string> mode, std::optional<std::string> prefill, int batch_size) -> nb::list {
+        BusyGuard busy(*self.busy);
+        const AnyModel& am = *self.model;
+        if (batch_size < 1 || batch_size > 4096) value_error("batch_size: must be in [1, 4096], got " + std::to_string(batch_size));
+        DecodeModeSpec ms = DecodeModeSpec::parse(mode ? *mode : (am.has_feedback() ? "soft" : "standard"));
+        if (prefill) ms = ms.with_prefill(PrefillSpec::parse(*prefill));
+        if (!am.has_feedback() && (ms.feeds_back() || ms.prefill_feeds_back()))
+          value_error("mode: " + ms.name() + " feeds the state back, but this model is a baseline (fuser none): use mode=\"standard\"");
+        if (!nb::isinstance<nb::list>(requests) && !nb::isinstance<nb::tuple>(requests))
+          type_error("requests: expected a list of (context, continuation) pairs, got " + py_type_name(requests));
+        std::vector<ScoreRequest> reqs;
+        std::size_t i = 0;
+        for (nb::handle r : requests) {
+          const std::string who = "requests[" + std::to_string(i++) + "]";
+          if (!(nb::isinstance<nb::tuple>(r) || nb::isinstance<nb::list>(r)) || nb::len(r) != 2)
+            type_error(who + ": expected a (context, continuation) pair, got " + py_type_name(r) +
+                       (nb::isinstance<nb::tuple>(r) || nb::isinstance<nb::list>(r) ? " of " + std::to_string(nb::len(r)) : std::string()));
+          ScoreRequest q;
+          const nb::handle ctx = r[0], cont = r[1];
+          TokenBatch a = tokens_arg(ctx, (who + "[0]").c_str(), am.vocab(), 1);  // text: one document, kSep first
+          q.context.assign(a.ids, a.ids + a.T);
+          if (nb::isinstance<nb::str>(cont) || nb::isinstance<nb::bytes>(cont)) {  // the same document goes on: bytes only
+            if (am.vocab() != ByteTokenizer::kVocabSize) value_error(who + "[1]: text needs a byte-level model (vocab_size 257); pass token ids");
+            const std::string b = nb::isinstance<nb::str>(cont) ? nb::cast<std::string>(cont)
+                                                               : std::string(nb::borrow<nb::bytes>(cont).c_str(), nb::borrow<nb::bytes>(cont).size());
+            q.continuation = ByteTokenizer::encode(b);
+          } else {
+            TokenBatch c2 = tokens_arg(cont, (who + "[1]").c_str(), am.vocab(), 1);
+            q.continuation.assign(c2.ids, c2.ids + c2.T);
+          }
+          reqs.push_back(std::move(q));
+        }
+        std::vector<ScoreResult> res;
+        InterruptCheck interrupted;
+        try {
+          nb::gil_scoped_release unlocked;
+          res = self.impl->score(reqs, ms, batch_size, std::ref(interrupted));
+        } catch (const Error& e) {
+          value_error(e.what());
+        }
+        nb::list out;
+        for (const auto& x : res) out.append(nb::make_tuple(x.logprob, x.greedy));
+        return out;
+      },
+      nb::sig("def score(self, requests: Sequence[tuple[NDArray | Sequence[int] | str | bytes, NDArray | Sequence[int] | str | bytes]], "
+              "mode: str | None = None, prefill: str | None = None, batch_size: int = 16) -> list[tuple[float, bool]]"),
+      "requests"_a, "mode"_a = nb::none(), "prefill"_a = nb::none(), "batch_size"_a = 16,
+      "Log-likelihoods of continuations (decode/score.hpp): for each (context, continuation), the context prefilled in `mode`'s\n"
+      "prefill and each continuation token fed as a decoding step, so the mode's policy decides the feedback as when the model\n"
+      "generates them. Returns [(sum of log p, whether every token is the greedy choice)]. context: ids or text (one document,\n"
+      "kSep + the bytes); continuation: ids or text (bytes, no separator). batch_size sequences are decoded together. The kept\n"
+      "sequences of generate() are not touched. What python -m fbt.lm_eval's loglikelihood runs.");
   c.def("reset", [](D& self) {
     BusyGuard busy(*self.busy);
     self.impl->reset(), self.pending.clear();

@@ -14,16 +14,19 @@
 #pragma once
 
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include "../cli/probe.hpp"
 #include "config.hpp"
 #include "../cli/train.hpp"
+#include "../train/run_plan.hpp"
 
 namespace fbt {
 namespace python {
@@ -242,6 +245,113 @@ inline void bind_train(nb::module_& m) {
       "seq_loss_standard, seq_loss_soft, optimal_loss, seq_optimal_loss where known, contraction {loss, delta},\n"
       "loss_by_position, step, tokens, compute_tokens). The evaluation's sizes default to the run's own;\n"
       "the run's last line of eval.jsonl is this function's result for its final checkpoint, number for number.");
+
+  nb::class_<RunPlan>(m, "RunPlan",
+                      "A run's draws step by step without its model (train/run_plan.hpp): what fbt.data iterates. Built from the fields\n"
+                      "fbt.train takes (config: a dict of fields or a JSON file's path, then the keywords), so the same fields list the\n"
+                      "batches, passes and rates that fbt.train(...) trains on.")
+      .def("__init__",
+           [](RunPlan* self, nb::object config, nb::kwargs kw) {
+             cli::Args a = detail::train_args(config, kw);
+             std::string file;
+             for (auto it = a.begin(); it != a.end(); ++it)
+               if (it->first == "config") {
+                 file = it->second;
+                 a.erase(it);
+                 break;
+               }
+             try {
+               nb::gil_scoped_release nogil;
+               const TrainConfig c = make_train_config(file, a, [](const std::string& ck) { return cli::checkpoint_config_any_vocab(ck); });
+               new (self) RunPlan(c);
+             } catch (const Error& e) {
+               value_error(e.what());
+             }
+           },
+           "config"_a = nb::none(), "kw"_a)
+      .def_prop_ro("steps", [](const RunPlan& p) { return p.config().steps; }, "the run's steps")
+      .def_prop_ro("step", &RunPlan::step, "the step next() returns")
+      .def_prop_ro("config", [](const RunPlan& p) { return json_to_py(to_json(p.config())); }, "the run's config as fbt.train would record it")
+      .def_prop_ro("model_config", [](const RunPlan& p) { return p.config().model; }, "the run's model (fbt.Model(plan.model_config, seed) is its start)")
+      .def_prop_ro("seed", [](const RunPlan& p) { return p.config().seed; }, "the run's seed (its model's initialisation and its generators)")
+      .def_prop_ro("data", [](const RunPlan& p) { return p.data().describe(); }, "what the run reads")
+      .def_prop_ro("num_eval_windows", [](const RunPlan& p) { return p.data().num_eval_windows(p.config().seq_len); },
+                   "validation windows of seq_len tokens")
+      .def(
+          "eval_window",
+          [](const RunPlan& p, int i) {
+            const int T = p.config().seq_len, n = p.data().num_eval_windows(T);
+            if (i < 0 || i >= n) value_error("eval_window: i must be in [0, " + std::to_string(n) + "), got " + std::to_string(i));
+            std::vector<int> tok, tgt;
+            std::vector<std::uint8_t> ds;
+            p.data().eval_window(i, T, tok, tgt, ds);
+            nb::dict d;
+            const std::size_t n1 = tok.size();
+            d["tokens"] = owned_array(std::move(tok), {n1});
+            d["targets"] = owned_array(std::move(tgt), {n1});
+            d["doc_starts"] = owned_array(std::move(ds), {n1});
+            return d;
+          },
+          "i"_a, "Validation window i: tokens, targets (-1: no loss), doc_starts (T,) as the run's evaluation reads them.")
+      .def(
+          "next",
+          [](RunPlan& p, bool with_batches) {
+            if (p.done()) throw nb::stop_iteration();
+            PlannedStep s;
+            try {
+              nb::gil_scoped_release nogil;
+              s = p.next(with_batches);
+            } catch (const Error& e) {
+              value_error(e.what());
+            }
+            const std::size_t A = std::size_t(p.config().grad_accum), B = std::size_t(p.config().batch_size), T = std::size_t(p.config().seq_len);
+            nb::dict d;
+            d["step"] = s.step, d["K"] = s.K, d["lambda"] = s.lambda, d["lr"] = s.lr, d["z_loss"] = s.z_loss;
+            d["matrix_lr"] = s.matrix_lr;
+            const std::size_t K = std::size_t(s.K);
+            d["prefix"] = owned_array(std::move(s.prefix), {K, B});
+            if (with_batches) {
+              d["tokens"] = owned_array(std::move(s.tokens), {A, B, T});
+              d["targets"] = owned_array(std::move(s.targets), {A, B, T});
+              d["doc_starts"] = owned_array(std::move(s.doc_start), {A, B, T});
+            }
+            return d;
+          },
+          "with_batches"_a = true,
+          "The next step: step, K, lambda, lr, matrix_lr (0 under adamw), z_loss, prefix (K, B), and with_batches tokens, targets,\n"
+          "doc_starts (grad_accum, B, T). StopIteration after the last step.");
+
+  m.def(
+      "task_examples",
+      [](const std::string& task, int n, int difficulty, int length_mult, bool trace_tag, std::optional<std::uint64_t> seed) {
+        TaskConfig tc;
+        tc.name = task, tc.difficulty = difficulty, tc.trace_tag = trace_tag;
+        if (n < 0 || n > 1000000) value_error("n: examples must be in [0, 1000000], got " + std::to_string(n));
+        if (length_mult < 1 || length_mult > 64) value_error("length_mult: must be in [1, 64], got " + std::to_string(length_mult));
+        std::vector<Example> ex;
+        int max_solution = 0;
+        try {
+          tc.validate();
+          ex = seed ? (trace_tag ? eval_examples_at_levels(tc, n, *seed, length_mult) : eval_examples(tc, n, *seed, length_mult))
+                    : task_eval_examples(tc, n, length_mult);
+          max_solution = max_solution_bytes(tc, length_mult);
+        } catch (const Error& e) {
+          value_error(e.what());
+        }
+        nb::list out;
+        for (const auto& e : ex) {
+          nb::dict d;
+          d["prompt"] = e.prompt, d["solution"] = e.solution, d["answer"] = e.answer, d["level"] = e.level;
+          d["max_solution_bytes"] = max_solution;
+          out.append(d);
+        }
+        return out;
+      },
+      "task"_a, "n"_a = 100, "difficulty"_a = 4, "length_mult"_a = 1, "trace_tag"_a = false, "seed"_a = nb::none(),
+      "task_examples(task, n=100, difficulty=4, length_mult=1, trace_tag=False, seed=None) -> list[dict]\n\n"
+      "Examples of a reasoning task (data/tasks.hpp: addition, state_tracking, multihop): dicts with prompt (ending \"?\\n\"),\n"
+      "solution, answer, level and max_solution_bytes (the decoding budget an evaluation gives). seed None: the problems\n"
+      "`fbt eval` (and a run's task evaluation) scores, from the evaluation's seed; with trace_tag, n problems at every level.");
 
   m.def(
       "probe",

@@ -44,6 +44,7 @@
 #include "clip.hpp"
 #include "evaluate.hpp"
 #include "lr_schedule.hpp"
+#include "run_plan.hpp"
 #include "memory.hpp"
 #include "run_dir.hpp"
 #include "config.hpp"
@@ -91,8 +92,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
  private:
   Trainer(const TrainConfig& c, std::unique_ptr<DataSource> d, bool own)
       : cfg(prepared(c)), data(std::move(d)), model(cfg.model, cfg.seed), sched(cfg.schedule, cfg.steps),
-        lr_sched(make_lr_schedule(cfg.lr_schedule, cfg.lr, cfg.min_lr, std::min(cfg.warmup_steps, cfg.steps), cfg.steps, cfg.wsd_decay_frac)),
-        data_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 1), sched_rng(cfg.seed * 0x9E3779B97F4A7C15ull + 2) {
+        lr_sched(run_lr_schedule(cfg)), data_rng(run_data_seed(cfg)), sched_rng(run_schedule_seed(cfg)) {  // as a RunPlan (run_plan.hpp)
     FBT_ASSERT(data, "Trainer needs a data source");
     if (own) {
       data_describe_ = data->describe();
