@@ -164,7 +164,7 @@ def make_lm_class():
             return out
 
         def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> List[float]:
-            pairs = []
+            pairs: List[Optional[Tuple[List[int], List[int]]]] = []
             for r in requests:
                 (text,) = r.args
                 ids = self._ctx(text)
@@ -176,7 +176,8 @@ def make_lm_class():
                                      f"({self.max_length}); rolling windows are not implemented")
                 pairs.append((ids[:1], ids[1:]))
             todo = [i for i, p in enumerate(pairs) if p is not None]
-            res = self.decoder.score([pairs[i] for i in todo], mode=self.mode, batch_size=self.batch_size_) if todo else []
+            reqs = [p for p in pairs if p is not None]
+            res = self.decoder.score(reqs, mode=self.mode, batch_size=self.batch_size_) if reqs else []
             out = [0.0] * len(pairs)
             for i, r in zip(todo, res):
                 out[i] = float(r[0])
@@ -204,10 +205,11 @@ def make_lm_class():
                 if n == 0:
                     outs.append("")
                     continue
-                toks = self.decoder.generate(ids, mode=mode, greedy=not do_sample or temperature == 0.0, temperature=temperature or 1.0,
-                                             top_k=top_k, top_p=top_p, max_new_tokens=n, stop_token=256)
-                text = bytes(t for t in toks.tolist() if t < 256).decode("utf-8", errors="replace")
-                if len(toks) and int(toks[-1]) == 256:
+                got = self.decoder.generate(ids, mode=mode, greedy=not do_sample or temperature == 0.0, temperature=temperature or 1.0,
+                                            top_k=top_k, top_p=top_p, max_new_tokens=n, stop_token=256)
+                toks = [int(t) for t in (got[0] if isinstance(got, list) else got)]  # n = 1: one array
+                text = bytes(t for t in toks if t < 256).decode("utf-8", errors="replace")
+                if toks and toks[-1] == 256:
                     text += "<|sep|>"
                 for u in until:
                     if u and u in text:

@@ -140,7 +140,7 @@ if [[ "$mode" == own_project ]]; then
   grep -q 'block "gated_attn"' <<<"$out" || { echo "$out"; echo "FAIL: the export refusal does not name the block" >&2; exit 1; }
   expect "eval @ step 4" "$tool" train "${tiny[@]}" --fuser lowrank --fuser.rank 4 --steps 4 --feedback_start 0.25 --out_dir "$run/decoder"
   expect "Qwen3ForCausalLM \\(the plain part\\)" "$tool" export --checkpoint "$run/decoder/checkpoint" --hf "$work/hf_plain" --plain true
-  expect "full-bandwidth model, fuser lowrank" "$tool" export --checkpoint "$run/decoder/checkpoint" --hf "$work/hf_full"
+  expect "the feedback tensors of a user's fuser" "$tool" export --checkpoint "$run/decoder/checkpoint" --hf "$work/hf_full"
   grep -q '"rank": *4' "$work/hf_full/config.json" || { echo "FAIL: the full export does not record fuser_options.rank" >&2; exit 1; }
   expect "sample 1 \\(soft" "$tool" sample --checkpoint "$work/hf_full" --prompt "0123" --temperature 0 --max_new_tokens 4
   expect "fuser none.*pass 1 validation loss" "$tool" eval --checkpoint "$work/hf_plain" --data task:running_sum --task_length 12 --seq_len 32 \

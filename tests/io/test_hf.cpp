@@ -264,9 +264,8 @@ TEST_F(Hf, ExportRoundTrips) {
 // not change the model (token ids, use_cache, transformers_version, a sliding_window that
 // use_sliding_window false turns off) are accepted.
 TEST_F(Hf, AnExportsTopLevelKeysAreCheckedBesideFbtConfig) {
-  using G = fbt::Model<float>;
-  fbt::ModelConfig gc = plain_config(true);
-  gc.fuser = "glu";
+  using G = M;  // a baseline: its export is a Qwen3ForCausalLM with fbt_config (a full-bandwidth model's is FbtForCausalLM)
+  const fbt::ModelConfig gc = plain_config(true);
   G g(gc, 4);
   randomize(g, 11);
   const std::string dir = path("export"), cj = (fs::path(dir) / "config.json").string();
@@ -469,6 +468,7 @@ TEST_F(Hf, WhatQwen3CannotHoldIsTheRemoteCodeModelOrRefusedAsPlain) {
     if (std::string(knob) == "block_norm") c.block_norm = "sandwich";
     if (std::string(knob) == "qk_norm") c.qk_norm = false;
     if (std::string(knob) == "layer_intermediate_size") c.layer_intermediate_size = {24, 16};
+    c.vocab_size = fbt::ByteTokenizer::kVocabSize;  // the byte vocabulary: the export names the byte tokenizer
     M b(c, 1);
     randomize(b, 5);
     const std::string d = path(std::string("remote_") + knob);

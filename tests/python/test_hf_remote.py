@@ -142,3 +142,30 @@ def test_a_pytorch_fine_tune_learns_and_goes_back_to_fbt(pair, tmp_path):
         want = ft_model(x[:1], passes=K).logits[0].numpy()
     got = back.logits(np.array(x[0].tolist(), np.int32), passes=K)[K - 1, 0]
     assert np.abs(got - want).max() < 1e-4 * (want.max() - want.min()) + 1e-5
+
+
+def test_a_peft_lora_fine_tune(tmp_path):
+    """PEFT's LoRA on the attention and the fuser (when peft is installed): the K-pass loss falls, and the merged
+    model, saved as an fbt checkpoint, gives fbt its logits."""
+    peft = pytest.importorskip("peft")
+    m = randomised(CONFIGS["paper"], seed=3)
+    d = tmp_path / "hf"
+    fbt.export_hf(m, str(d))
+    hm = transformers.AutoModelForCausalLM.from_pretrained(str(d), trust_remote_code=True, dtype=torch.float32)
+    pm = peft.get_peft_model(hm, peft.LoraConfig(r=4, lora_alpha=16, target_modules=["q_proj", "v_proj", "w_u", "w_g"], task_type="CAUSAL_LM"))
+    x = torch.tensor([tokens()])
+    opt = torch.optim.AdamW([p for p in pm.parameters() if p.requires_grad], lr=2e-2)
+    losses = []
+    for _ in range(20):
+        opt.zero_grad()
+        out = pm(input_ids=x, labels=x, passes=2)
+        out.loss.backward()
+        opt.step()
+        losses.append(out.loss.item())
+    assert losses[-1] < 0.95 * losses[0], losses
+    merged = pm.merge_and_unload().eval()
+    merged.save(str(tmp_path / "merged.safetensors"))
+    with torch.no_grad():
+        want = merged(x, passes=2).logits[0].numpy()
+    got = fbt.Model.load(str(tmp_path / "merged.safetensors")).logits(np.array(tokens(), np.int32), passes=2)[1, 0]
+    assert np.abs(got - want).max() < 1e-4 * (want.max() - want.min()) + 1e-5

@@ -45,7 +45,7 @@ grep -q "chance" "$dir/probe.out" "$dir/probe.err" || fail "probe: no table"
 run logits logits --plugin "$plugin" --checkpoint "$ck" --text "12+34=?" --out "$dir/logits.npy" || fail "logits"
 run export_train train --plugin "$plugin" "${tiny[@]}" --fuser lowrank --fuser.rank 4 --steps 2 --out_dir "$dir/dec" || fail "train lowrank on decoder blocks"
 run export export --plugin "$plugin" --checkpoint "$dir/dec/checkpoint" --hf "$dir/hf" || fail "export"
-grep -q "full-bandwidth model, fuser lowrank" "$dir/export.out" || fail "export: not the full-bandwidth model"
+grep -q "the feedback tensors of a user's fuser" "$dir/export.out" || fail "export: not the user fuser's Qwen3 form with its feedback tensors"
 run sample_hf sample --plugin "$plugin" --checkpoint "$dir/hf" --prompt "1+2=?" --temperature 0 --max_new_tokens 4 || fail "sample the exported directory"
 
 # 3. a grid over the plugin's fuser and a built-in one

@@ -159,12 +159,13 @@ inline int cmd_export(CommandState& /*st*/, Args a) {
     using M = typename decltype(tag)::type;
     const M m = load_checkpoint<M>(ck);
     save_hf_dir(dir, m, HfExportOptions{plain, dtype});
-    const bool remote = m.feedback() ? !plain : !qwen3_cannot_hold(m.cfg).empty();
+    const bool remote = hf_remote_code_implements(m.cfg) && (m.feedback() ? !plain : !qwen3_cannot_hold(m.cfg).empty());
     if (remote)
       std::printf("wrote %s: FbtForCausalLM (fuser %s, remote code: AutoModelForCausalLM.from_pretrained(DIR, trust_remote_code=True)), %s\n", dir.c_str(),
                   m.cfg.fuser.c_str(), dtype.c_str());
     else
-      std::printf("wrote %s: Qwen3ForCausalLM%s, %s (config.json, model.safetensors)\n", dir.c_str(), m.feedback() ? " (the plain part)" : "", dtype.c_str());
+      std::printf("wrote %s: Qwen3ForCausalLM%s, %s (config.json, model.safetensors)\n", dir.c_str(),
+                  !m.feedback() ? "" : plain ? " (the plain part)" : " with the feedback tensors of a user's fuser (for fbt)", dtype.c_str());
   });
   return 0;
 }

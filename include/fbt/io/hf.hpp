@@ -237,6 +237,12 @@ inline std::string qwen3_cannot_hold(const ModelConfig& c) {
   return "";
 }
 
+/// \brief Whether the remote-code model (python/fbt/hf) computes config c: fbt's built-in fusers (none, glu, gated_add,
+/// concat) and decoder block; a user's fuser or block (a plugin's) has no PyTorch code.
+inline bool hf_remote_code_implements(const ModelConfig& c) {
+  return (c.fuser == "none" || c.fuser == "glu" || c.fuser == "gated_add" || c.fuser == "concat") && c.block == "decoder" && c.layer_blocks.empty();
+}
+
 /// \brief Writes `m` as a Hugging Face directory, in one of two forms (docs/interop.md):
 ///
 /// **The full-bandwidth model** (a model with feedback, unless o.plain; and a baseline whose stack a
@@ -251,8 +257,8 @@ inline std::string qwen3_cannot_hold(const ModelConfig& c) {
 ///   configuration_fbt.py, modeling_fbt.py, fbt_torch.py, tokenization_fbt.py   the remote code
 ///                      (hf_remote_code.hpp: python/fbt/hf/*.py), and for the byte vocabulary
 ///                      tokenizer_config.json naming the byte tokenizer (AutoTokenizer).
-/// fbt reads it back as itself. Refused: a user's fuser or block (the remote code implements fbt's built-in
-/// pieces; save the model as an fbt checkpoint).
+/// fbt reads it back as itself. A model with a user's fuser (a plugin's) is written in the Qwen3 form below with its
+/// model.feedback.* tensors (which transformers leaves unused) and its full fbt_config, so that fbt reads it back.
 ///
 /// **A Qwen3ForCausalLM** (a baseline a Qwen3 can hold, or with o.plain the plain part of a full-bandwidth
 /// model): config.json with the Qwen3 keys (model_type "qwen3", architectures ["Qwen3ForCausalLM"], sizes,
@@ -262,7 +268,7 @@ inline std::string qwen3_cannot_hold(const ModelConfig& c) {
 /// when untied): no missing or unexpected keys. When the plain pass reads N_in(e) rather than e
 /// (input_norm "all"), N_in is folded into the written embedding (row v := N_in(E[v]), exactly the vectors
 /// fbt feeds the stack) and the head, if tied, is written untied as the original E, so that the directory
-/// computes fbt's pass 1. o.plain on a stack a Qwen3ForCausalLM cannot hold is refused, naming the knob.
+/// computes fbt's pass 1. A Qwen3 form of a stack a Qwen3ForCausalLM cannot hold is refused, naming the knob.
 ///
 /// Tensors are written in o.dtype. Each file is written atomically (tmp + rename), config.json's temporary
 /// file first and renamed last, so a failure while writing (a full disk) leaves the directory as it was and
@@ -275,14 +281,13 @@ template <class M> void save_hf_dir(const std::string& dir, const M& m, const Hf
   auto refuse = [&](const std::string& why) { throw Error("fbt::save_hf_dir: '" + dir + "': " + why); };
   if (o.dtype != "F32" && o.dtype != "BF16") refuse("dtype \"" + detail::excerpt(o.dtype) + "\": expected F32 or BF16");
   const std::string no_qwen3 = qwen3_cannot_hold(c);
-  const bool remote = m.feedback() ? !o.plain : !no_qwen3.empty();
-  if (!remote && !no_qwen3.empty()) refuse(no_qwen3 + (m.feedback() ? " (leave --plain off: the full-bandwidth export holds it)" : ""));
-  if (remote) {
-    if (c.block != "decoder" || !c.layer_blocks.empty())
-      refuse("block \"" + detail::excerpt(c.block) + "\": the Hugging Face model implements fbt's built-in decoder block, not a user's (save it as an fbt checkpoint)");
-    if (c.fuser != "none" && c.fuser != "glu" && c.fuser != "gated_add" && c.fuser != "concat")
-      refuse("fuser \"" + detail::excerpt(c.fuser) + "\": the Hugging Face model implements fbt's built-in fusers (glu, gated_add, concat), not a user's (save it as an fbt checkpoint)");
-  }
+  const bool builtin = hf_remote_code_implements(c);
+  // the form: FbtForCausalLM for fbt's built-in pieces (a full-bandwidth model, or a baseline a Qwen3 cannot hold);
+  // otherwise a Qwen3ForCausalLM (a user's fuser keeps its feedback tensors and fbt_config beside it, for fbt)
+  const bool remote = builtin && (m.feedback() ? !o.plain : !no_qwen3.empty());
+  if (!remote && !no_qwen3.empty())
+    refuse(no_qwen3 + (!builtin ? " (and the remote-code model implements fbt's built-in fusers and block, not a user's: save it as an fbt checkpoint)"
+                                : " (leave --plain off: the full-bandwidth export holds it)"));
   const bool plain = !remote && (o.plain || !m.feedback());
   const bool fold = plain && m.input().norm_plain_pass();  // pass 1 reads N_in(e)
   const bool byte_vocab = c.vocab_size == kHfByteVocabSize;

@@ -739,6 +739,7 @@ class FBT(FBTCore, nn.Module):
     def __init__(self, c: Config):
         nn.Module.__init__(self)
         self._build(c)
+        self.rope(self.model.embed_tokens.weight.device)  # made now, not inside a function torch.compile traces
 
     def init_weights(self, seed: int = 0):
         """The spec's init (FBTCore.spec_init)."""
