@@ -9,10 +9,15 @@
 //     reads it exactly (100%) and the last position, a constant token, reads nothing (exactly chance)
 //   - the JSONL refusals name the file and the line
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
+#include "common/io_test.hpp"
 #include "common/pass_runner.hpp"
 #include "fbt/train/probe_io.hpp"
 
@@ -227,7 +232,13 @@ TEST(Probe, JsonlItemsAreReadAndBadLinesRefusedNamingFileAndLine) {
       {"{\"tokens\": [1, 300], \"label\": 1}", "token id 300 is outside the vocabulary"},
       {"{\"text\": \"ab\", \"tokens\": [1], \"label\": 1}", "exactly one of"},
       {"{\"text\": 5, \"label\": 1}", "\"text\" must be a string"},
-      {"{\"text\": \"ab\", \"label\": 1", "not valid JSON"},
+      {"{\"text\": \"ab\", \"label\": 1", "invalid JSON"},
+      {"{\"text\": \"ab\", \"label\": 1, \"label\": 0}", "duplicate key \"label\""},
+      {std::string("{\"text\": \"ab\", \"label\": 1}") + '\0' + "{\"x\": 1}", "a NUL byte at offset 26"},
+      {"{\"text\": \"ab\", \"label\": 1} {\"text\": \"cd\", \"label\": 2}", "invalid JSON"},
+      {"{\"text\": \"ab\", \"label\": 1, \"group\": 9223372036854775808}", "\"group\" must be an integer in [-2^63, 2^63)"},
+      {"{\"text\": \"ab\", \"label\": \"" + std::string(5000, 'x') + "\"}", "\"label\" is 5000 bytes long (at most 256)"},
+      {"{\"tokens\": [1, " + std::string(400, '9') + "], \"label\": 1}", "invalid JSON"},
   };
   for (const auto& [line, want] : bad) {
     const std::string p = write_tmp("probe_bad.jsonl", "{\"text\": \"ok\", \"label\": 0}\n" + line + "\n");
@@ -239,8 +250,29 @@ TEST(Probe, JsonlItemsAreReadAndBadLinesRefusedNamingFileAndLine) {
       EXPECT_NE(msg.find(p + ":2: "), std::string::npos) << msg;
       EXPECT_NE(msg.find(want), std::string::npos) << msg;
       EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+      EXPECT_LE(msg.size(), 300u + p.size()) << "a bounded excerpt, not the value: " << msg.size() << " bytes";
     }
   }
+}
+
+// Group ids are 64-bit: g and 2^32 + g are two groups (cut to 32 bits they merged, and items leaked across folds);
+// a FIFO or a device is refused before it is opened (a FIFO blocked the reader, /dev/zero filled memory).
+TEST(Probe, JsonlGroupsAre64BitAndOnlyRegularFilesAreRead) {
+  std::vector<std::string> classes;
+  const std::string p = write_tmp("probe_groups.jsonl", "{\"text\": \"ab\", \"label\": 0, \"group\": 7}\n"
+                                                        "{\"text\": \"cd\", \"label\": 1, \"group\": 4294967303}\n"
+                                                        "{\"text\": \"ef\", \"label\": 1, \"group\": -9223372036854775808}\n");
+  const auto ex = read_probe_items(p, 257, classes);
+  ASSERT_EQ(ex.size(), 3u);
+  EXPECT_EQ(ex[0].group, 7);
+  EXPECT_EQ(ex[1].group, (std::int64_t(1) << 32) + 7);
+  EXPECT_EQ(ex[2].group, std::numeric_limits<std::int64_t>::min());
+  EXPECT_FBT_ERROR(read_probe_items("/dev/zero", 257, classes), "/dev/zero", "not a regular file");
+  const std::string fifo = ::testing::TempDir() + "probe_fifo_" + std::to_string(::getpid());
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_FBT_ERROR(read_probe_items(fifo, 257, classes), fifo, "not a regular file");
+  std::remove(fifo.c_str());
 }
 
 }  // namespace test_decode_probe

@@ -479,6 +479,20 @@ TEST_F(ConfigJson, HostileFilesAreBoundedErrors) {
 
 // A config that is not valid UTF-8 (a stray 0xff, a control byte in a key): the error quotes the bytes
 // escaped as \xNN, never raw, so the message is printable text on one line.
+// A NUL byte ended nlohmann's parse as if the text stopped there: {"a":1}\0{"b":2} read as {"a":1}, and a config.json
+// with keys after a NUL loaded without them. parse_json_strict refuses any NUL byte, naming its offset; so does every
+// reader built on it (config files, HF config.json, SFT lines, probe items, grid files).
+TEST_F(ConfigJson, ANulByteIsRefusedNotTheEndOfTheDocument) {
+  const std::string t = std::string("{\"vocab_size\": 257}") + '\0' + "{\"hidden_act\": \"gelu\"}";
+  EXPECT_FBT_ERROR(fbt::detail::parse_json_strict(t, "'cfg.json'"), "'cfg.json'", "a NUL byte at offset 19");
+  const std::string inside = std::string("{\"a\": \"x") + '\0' + "y\"}";
+  EXPECT_FBT_ERROR(fbt::detail::parse_json_strict(inside, "'x.json'"), "a NUL byte at offset 8");
+  const fbt::ModelConfig c;
+  const std::string nul = path("nul_config.json");
+  std::ofstream(nul, std::ios::binary) << fbt::to_json(c).dump() << '\0' << "{\"attention_bias\":true,\"hidden_act\":\"gelu\"}";
+  EXPECT_FBT_ERROR(fbt::config_from_json_file(nul), nul, "NUL byte");
+}
+
 TEST_F(ConfigJson, ErrorTextEscapesBytesThatAreNotPrintable) {
   const std::string bad_utf8 = path("bad_utf8.json"), bad_key = path("bad_key.json");
   write_text(bad_utf8, "{\"vocab_size\": \"ab\xff\xfe\"}");

@@ -3,6 +3,8 @@ ValueError naming the field for a bad value."""
 import copy
 import pickle
 
+import numpy as np
+
 import pytest
 
 import fbt
@@ -89,3 +91,19 @@ def test_hf_qwen3_dict_reads_as_a_baseline():
 def test_parameter_count_matches_the_model():
     c = fbt.ModelConfig(hidden_size=32, num_attention_heads=2, num_key_value_heads=2, num_hidden_layers=2, intermediate_size=64)
     assert fbt.Model(c).num_parameters == c.parameter_count()
+
+
+@pytest.mark.parametrize("make", [
+    lambda d: fbt.ModelConfig.from_dict(d),
+    lambda d: fbt.Model(d),
+])
+def test_a_nested_non_finite_option_is_a_value_error_naming_its_path(make):
+    # before: json.dumps' own ValueError became a TypeError whose message carried Python's traceback
+    for bad in (float("nan"), float("inf"), np.float64("nan")):
+        with pytest.raises(ValueError) as e:
+            make({"fuser": "gated_add", "fuser_options": {"alpha": bad}})
+        msg = str(e.value)
+        assert 'field "fuser_options.alpha" must be a finite number' in msg and "Traceback" not in msg and "\n" not in msg, msg
+    c = fbt.ModelConfig()
+    with pytest.raises(ValueError, match='field "alpha" must be a finite number'):
+        c.fuser_options = {"alpha": float("nan")}

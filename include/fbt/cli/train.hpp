@@ -117,6 +117,9 @@ inline TrainOutcome run_train(CommandState& st, Args a, const TrainHooks& h = {}
   check_train_memory(c);  // before anything is allocated: a config far too large is refused with its estimate
   st.memory_estimate = detail::fmt_bytes(estimate_train_memory(c).total()) + " (parameters, optimizer state, step activations and data)";
   validate(c);
+  // the CPU backend's own options, refused at once for another device (as the trainer refuses them too)
+  cpu_only(device, c.threads > 1, "--threads " + std::to_string(c.threads));
+  cpu_only(device, c.distributed != "none", "--distributed " + c.distributed);
   // out_dir created and locked before the data and the model are set up: a bad one is one line, at once
   const auto lock = lock_out_dir(st, c.out_dir, {}, c.distributed);
   if (h.stop_handlers) install_stop_handlers();  // SIGTERM, SIGINT: the step under way finishes, a checkpoint is written

@@ -133,12 +133,7 @@ inline ModelConfig ckpt_config(const SafetensorsFile& f, const char* fn) {
   // a piece of a plugin this program has not loaded: refused here, naming the plugin the file records
   auto pl = f.metadata.find("plugins");
   if (pl != f.metadata.end()) {
-    nlohmann::json rec;
-    try {
-      rec = nlohmann::json::parse(pl->second);
-    } catch (const std::exception&) {
-      ckpt_fail(fn, f.path, "__metadata__ field \"plugins\" is not JSON (" + excerpt(pl->second) + ")");
-    }
+    const nlohmann::json rec = parse_json_strict(pl->second, std::string("fbt::") + fn + ": '" + f.path + "': __metadata__ field \"plugins\"");
     if (!rec.is_object()) ckpt_fail(fn, f.path, "__metadata__ field \"plugins\" is not a JSON object");
     std::string unknown, files, python;  // the fuser first, then the blocks
     for (const char* kind : {"fuser", "block"})

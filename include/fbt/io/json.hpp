@@ -3,7 +3,8 @@
 // Only io/ headers include this (STYLE 2.1: core/ ops/ layers/ model/ train/ stay Eigen + std). It
 // adds what the JSON-based formats (safetensors headers, config files; spec sections 8-9) all need:
 //  * parse_json_strict: a linear-time, bounded parse through nlohmann's SAX interface (no callback
-//    parser, whose end-of-object step rescans siblings). It refuses invalid JSON, duplicate keys in any
+//    parser, whose end-of-object step rescans siblings). It refuses a NUL byte anywhere (nlohmann would end
+//    the document there), invalid JSON, duplicate keys in any
 //    object (checked against the object being built, O(log n) per key), nesting deeper than
 //    JsonLimits::max_depth (found by a pre-scan that names the byte), keys and strings over their
 //    length limits and documents with more values than max_values. The limits are in
@@ -29,6 +30,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <new>
 #include <string>
@@ -207,6 +209,10 @@ class StrictJsonBuilder {
 /// errors, e.g. "fbt::read_safetensors: 'model.safetensors': header". Linear in the text's size.
 /// A duplicate is reported with its path, e.g. `duplicate key "dtype" in "a"`.
 inline nlohmann::json parse_json_strict(const char* b, const char* e, const std::string& where, const JsonLimits& lim = {}) {
+  // nlohmann's lexer takes a NUL byte for the end of the input, so a document with one would be cut there and
+  // whatever follows it ignored: JSON text has no NUL byte (RFC 8259: control characters only escaped)
+  if (const void* z = std::memchr(b, 0, std::size_t(e - b)))
+    throw Error(where + ": a NUL byte at offset " + std::to_string(static_cast<const char*>(z) - b) + " (JSON text holds none; what follows it would be ignored)");
   json_check_depth(b, e, lim.max_depth, where);
   nlohmann::json root;
   StrictJsonBuilder h(root, lim);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cmath>
+#include <functional>
 #include <string>
 
 #include <nanobind/stl/vector.h>
@@ -20,17 +21,25 @@ inline nb::object json_to_py(const nlohmann::json& j) { return nb::module_::impo
 /// A dict's non-finite reals are refused by name first (JSON has no nan or inf); numpy scalars are the numbers
 /// they hold (plain_number).
 inline nlohmann::json py_to_json(nb::handle o, const std::string& arg) {
-  if (nb::isinstance<nb::dict>(o))
-    for (auto kv : nb::borrow<nb::dict>(o)) {
-      nb::object v = plain_number(kv.second);
-      if (nb::isinstance<nb::float_>(v) && !std::isfinite(nb::cast<double>(v)))
-        value_error(arg + ": field \"" + nb::cast<std::string>(nb::str(kv.first)) + "\" must be a finite number, got " + nb::cast<std::string>(nb::repr(kv.second)));
+  // non-finite reals anywhere in nested dicts and lists, named by their path (fuser_options.alpha)
+  std::function<void(nb::handle, const std::string&)> finite = [&](nb::handle v, const std::string& path) {
+    nb::object x = plain_number(v);
+    if (nb::isinstance<nb::float_>(x) && !std::isfinite(nb::cast<double>(x)))
+      value_error(arg + ": field \"" + path + "\" must be a finite number, got " + nb::cast<std::string>(nb::repr(v)));
+    if (nb::isinstance<nb::dict>(x))
+      for (auto kv : nb::borrow<nb::dict>(x)) finite(kv.second, (path.empty() ? "" : path + ".") + nb::cast<std::string>(nb::str(kv.first)));
+    else if (nb::isinstance<nb::list>(x) || nb::isinstance<nb::tuple>(x)) {
+      std::size_t i = 0;
+      for (nb::handle e : x) finite(e, path + "[" + std::to_string(i++) + "]");
     }
+  };
+  finite(o, "");
   nb::object s;
   try {
     s = nb::module_::import_("json").attr("dumps")(o, "allow_nan"_a = false, "default"_a = nb::cpp_function(json_number));
-  } catch (nb::python_error& e) {
-    type_error(arg + ": not representable as JSON (" + std::string(e.what()) + ")");
+  } catch (nb::python_error& e) {  // the exception's own message, not what() (which carries Python's traceback)
+    const std::string msg = nb::cast<std::string>(nb::str(e.value()));
+    type_error(arg + ": not representable as JSON (" + fbt::detail::excerpt(msg, 200) + ")");
   }
   return nlohmann::json::parse(nb::cast<std::string>(s));
 }

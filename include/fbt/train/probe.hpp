@@ -22,6 +22,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -125,16 +126,16 @@ inline std::pair<double, double> wilson_interval(long k, long n, double z = 1.96
 /// shuffled by Rng(seed) and dealt round-robin into `folds` folds; each fold is predicted by a probe fitted
 /// on the others (features z-scored with the training folds' mean and standard deviation). Returns the
 /// number of correct held-out predictions (every item is held out once).
-inline long probe_cv_correct(const Eigen::MatrixXd& X, const std::vector<int>& y, const std::vector<int>& group, int C, int folds,
+inline long probe_cv_correct(const Eigen::MatrixXd& X, const std::vector<int>& y, const std::vector<std::int64_t>& group, int C, int folds,
                              double lambda, std::uint64_t seed) {
   const int n = int(X.rows()), F = int(X.cols());
-  std::vector<int> ids(group.begin(), group.end());
+  std::vector<std::int64_t> ids(group.begin(), group.end());
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   FBT_ASSERT(int(ids.size()) >= folds && folds >= 2, "probe: " + std::to_string(ids.size()) + " groups cannot make " + std::to_string(folds) + " folds");
   Rng rng(seed);
   for (std::size_t i = ids.size(); i > 1; --i) std::swap(ids[i - 1], ids[rng.below(i)]);
-  std::map<int, int> fold_of;
+  std::map<std::int64_t, int> fold_of;
   for (std::size_t i = 0; i < ids.size(); ++i) fold_of[ids[i]] = int(i % folds);
   long correct = 0;
   for (int f = 0; f < folds; ++f) {
@@ -160,7 +161,7 @@ struct ProbeExample {
   std::vector<int> tokens;
   int label = 0;
   int position = 0;  ///< token index in tokens
-  int group = 0;
+  std::int64_t group = 0;  ///< items of one group are held out together (any 64-bit id)
   std::string setting;
 };
 
@@ -264,7 +265,8 @@ template <class M> ProbeResult run_probe(const M& m, const std::vector<ProbeExam
   ProbeResult r;
   r.classes = classes, r.depths = m.L + 2;
   const int n = int(ex.size()), C = std::max<int>(2, int(classes.size()));
-  std::vector<int> y(n), group(n), count(C, 0);
+  std::vector<int> y(n), count(C, 0);
+  std::vector<std::int64_t> group(n);
   std::vector<std::string> settings;
   for (int i = 0; i < n; ++i) {
     y[i] = ex[i].label, group[i] = ex[i].group, ++count[y[i]];
@@ -281,7 +283,8 @@ template <class M> ProbeResult run_probe(const M& m, const std::vector<ProbeExam
     for (int dpt = 0; dpt < r.depths; ++dpt) {
       auto cell = [&](const std::string& setting, const std::vector<int>& rows) {
         Eigen::MatrixXd X(rows.size(), m.D);
-        std::vector<int> yy(rows.size()), gg(rows.size());
+        std::vector<int> yy(rows.size());
+        std::vector<std::int64_t> gg(rows.size());
         for (std::size_t i = 0; i < rows.size(); ++i) X.row(i) = feats[dpt].row(rows[i]), yy[i] = y[rows[i]], gg[i] = group[rows[i]];
         ProbeCell c;
         c.mode = p.describe(), c.setting = setting, c.depth = dpt, c.n = long(rows.size());

@@ -103,6 +103,12 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
     if (!on_cpu && cfg.precision != "fp32")
       throw Error("invalid training config: precision " + cfg.precision + " is the CPU backend's (this run's backend is " + Be::name +
                   "; train with --device cpu or precision fp32)");
+    if (!on_cpu && cfg.threads > 1)  // the CPU's parallel step: another backend would ignore it
+      throw Error("invalid training config: threads " + std::to_string(cfg.threads) + " splits a step over CPU threads (this run's backend is " + Be::name +
+                  "; train with --device cpu, or threads 1)");
+    if (!on_cpu && cfg.distributed != "none")
+      throw Error("invalid training config: distributed " + cfg.distributed + " is data-parallel training on the CPU backend (this run's backend is " +
+                  Be::name + "; train with --device cpu, or distributed none)");
     if (data->num_eval_windows(cfg.seq_len) < 1)
       throw Error("data " + cfg.data + ": the validation split holds no window of " + std::to_string(cfg.seq_len + 1) +
                   " tokens (evaluation needs one; raise val_fraction or lower seq_len)");
