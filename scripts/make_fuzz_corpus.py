@@ -376,6 +376,36 @@ def npy_seeds():
     return s
 
 
+def sft_jsonl_seeds():
+    """SFT lines (io/sft_jsonl.hpp): text and token-id files, and the refusals of issue 47."""
+    s = {}
+    s["text"] = b'{"prompt": "What is 2+3?\\n", "response": "#### 5\\n"}\n{"prompt": "", "response": "ok"}\n\n{"prompt": "a", "response": "b"}\n'
+    s["ids"] = b'{"prompt": [1, 2, 3], "response": [4, 5]}\n{"prompt": [], "response": [299]}\n{"prompt": [7], "response": [8]}\n'
+    s["long_prompts"] = b"".join(b'{"prompt": "' + b"x" * 40 + b'?", "response": "ok"}\n' for _ in range(4))
+    s["bad_mixed"] = b'{"prompt": "a", "response": "b"}\n{"prompt": [1], "response": [2]}\n'
+    s["bad_duplicate_key"] = b'{"prompt": "a", "response": "b", "response": "c"}\n'
+    s["bad_nul"] = b'{"prompt": "a", "response": "b"}\x00{"x": 1}\n'
+    s["bad_trailing"] = b'{"prompt": "a", "response": "b"} {"prompt": "c"}\n'
+    s["bad_id_range"] = b'{"prompt": [1], "response": [18446744073709551616]}\n'
+    s["bad_empty_response"] = b'{"prompt": "a", "response": ""}\n'
+    return s
+
+
+def probe_items_seeds():
+    """Probe items (train/probe_io.hpp): text and token items, labels, positions, 64-bit groups."""
+    s = {}
+    s["text"] = (b'{"text": "x=1;x=2;x?", "label": "2", "setting": "w2"}\n'
+                 b'{"text": "y=5;y?", "label": 5, "position": 3, "group": 4294967297}\n')
+    s["tokens"] = b'{"tokens": [1, 2, 3], "label": "a"}\n{"tokens": [299, 0], "label": "b", "position": 1, "group": -9223372036854775808}\n'
+    s["bad_both"] = b'{"text": "a", "tokens": [1], "label": 1}\n'
+    s["bad_duplicate_label"] = b'{"text": "a", "label": 1, "label": 2}\n'
+    s["bad_position"] = b'{"text": "ab", "label": 1, "position": 9223372036854775807}\n'
+    s["bad_group"] = b'{"text": "ab", "label": 1, "group": 18446744073709551615}\n'
+    s["bad_label_long"] = b'{"text": "ab", "label": "' + b"L" * 300 + b'"}\n'
+    s["bad_nul"] = b'{"text": "ab", "label": 1}\x00\n'
+    return s
+
+
 # ---------------------------------------------------------------------------------------------------
 
 SEEDS = {
@@ -383,6 +413,8 @@ SEEDS = {
     "config_json": config_json_seeds,
     "train_config": train_config_seeds,
     "npy": npy_seeds,
+    "sft_jsonl": sft_jsonl_seeds,
+    "probe_items": probe_items_seeds,
 }
 
 

@@ -225,6 +225,8 @@ inline std::vector<AblationRun> expand_grid(const AblationGrid& g) {
   std::vector<AblationRun> out;
   std::set<std::string> names;
   std::map<std::string, std::string> by_config;  // effective config (without out_dir) -> the first run that has it
+  std::map<std::string, bool> option_used;         // "fuser.alpha" -> whether some run's piece declares it
+  std::map<std::string, std::set<std::string>> declared;  // "fuser" -> the options the grid's fusers declare
   for (const auto& c : combos)
     for (std::uint64_t seed : g.seeds) {
       AblationRun r;
@@ -256,6 +258,16 @@ inline std::vector<AblationRun> expand_grid(const AblationGrid& g) {
         }
         r.overrides.push_back(kv);
         name += (name.empty() ? "" : "+") + detail::safe_name(kv.first) + "=" + detail::safe_name(kv.second);
+      }
+      {  // a run may vary window_pattern, num_hidden_layers or layer_types: the layers again (as make_train_config)
+        bool types_given = false, pattern_given = false;
+        for (const auto& kv : c) types_given = types_given || kv.first == "layer_types", pattern_given = pattern_given || kv.first == "window_pattern";
+        if (types_given && !pattern_given) r.cfg.window_pattern.clear();  // the run's own layer list replaces the base's pattern
+        try {
+          apply_window_pattern(r.cfg, types_given);
+        } catch (const Error& e) {
+          throw Error("ablate run " + name + ": " + e.what());
+        }
       }
       r.cfg.seed = seed;
       r.overrides.push_back({"seed", std::to_string(seed)});
@@ -292,6 +304,8 @@ inline std::vector<AblationRun> expand_grid(const AblationGrid& g) {
         with_model<float>(r.cfg.model, [&](auto tag) {
           using M = typename decltype(tag)::type;
           auto prune = [&](Options& o, const OptionList& decl, const char* piece, const char* type) {
+            for (const auto& sp : decl.specs()) declared[piece].insert(sp.name);
+            for (const auto& kv : o) option_used[std::string(piece) + "." + kv.first] |= decl.find(kv.first) != nullptr;
             for (auto it = o.begin(); it != o.end();)
               if (!decl.find(it->first)) {
                 r.overridden.push_back(std::string(piece) + "." + it->first + "=" + it->second.str() + " (" + piece + " " + type +
@@ -316,6 +330,15 @@ inline std::vector<AblationRun> expand_grid(const AblationGrid& g) {
       auto [it, fresh] = by_config.emplace(key.dump(), name);
       if (!fresh) r.same_as = it->second;
       out.push_back(std::move(r));
+    }
+  // an option that no run's piece declares is a typo (or the wrong piece), not an axis another piece ignores
+  for (const auto& [key, used] : option_used)
+    if (!used) {
+      const std::string piece = key.substr(0, key.find('.'));
+      std::string names;
+      for (const auto& n : declared[piece]) names += (names.empty() ? "" : ", ") + n;
+      throw Error("ablate: option " + detail::excerpt(key) + " is declared by no run's " + piece + " (the grid's " + piece + "s declare " +
+                  (names.empty() ? std::string("none") : names) + "): a typo?");
     }
   return out;
 }

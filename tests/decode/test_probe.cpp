@@ -182,6 +182,29 @@ TEST(Probe, ReadsTheLabelAtLayerZeroOfItsPositionAndNotElsewhere) {
   EXPECT_GT(at.cells[0].hi, at.cells[0].lo);
 }
 
+// Issue 47: a one-class probe reported accuracy 1.000 at chance 1.000, and too few groups for the folds failed an
+// internal check (with a source path) after every feature was computed. Both are refused first, in one line.
+TEST(Probe, ItemsNoProbeCanScoreAreRefusedBeforeAnyFeature) {
+  Model<double> m(probe_config(), 9);
+  ProbeOptions o;
+  o.modes = {"standard"};
+  std::vector<ProbeExample> one = constructed(8, 2, 2);
+  for (auto& e : one) e.label = 0;
+  EXPECT_FBT_ERROR(run_probe(m, one, {"high"}, o, -1), "probe: the items have 1 class (high)", "at least 2");
+  const std::vector<ProbeExample> few = constructed(3, 2, 2);  // 3 groups of 2 items: 3 < 4 folds
+  EXPECT_FBT_ERROR(run_probe(m, few, {"high", "low"}, o, -1), "probe: the items hold 3 distinct group(s), fewer than the 4 folds");
+  try {
+    run_probe(m, few, {"high", "low"}, o, -1);
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find(".hpp"), std::string::npos) << "an internal check's source path: " << e.what();
+  }
+  std::vector<ProbeExample> split = constructed(8, 2, 2);  // a setting with too few groups of its own is named
+  for (std::size_t i = 0; i < split.size(); ++i) split[i].setting = i < 4 ? "short" : "long";
+  EXPECT_FBT_ERROR(run_probe(m, split, {"high", "low"}, o, -1), "setting \"short\" holds 2 distinct group(s)");
+  o.per_setting = false;
+  EXPECT_NO_THROW(run_probe(m, split, {"high", "low"}, o, -1));
+}
+
 TEST(Probe, StandardPrefillLayerZeroAtTheFinalColonIsExactlyChance) {
   // PROBING.md 3.1: under standard prefill depth 0 is the same ':' input in every prompt, and the folds
   // are label-balanced (whole groups), so the held-out accuracy is exactly 50%

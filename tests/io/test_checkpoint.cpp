@@ -315,6 +315,16 @@ TEST_F(Checkpoint, RefusesMissingOrMismatchedConfig) {
   const std::vector<float> before(o.params.values(), o.params.values() + o.params.size());
   EXPECT_FBT_ERROR(fbt::load_model_into(p, o), p, "num_hidden_layers", "2", "3");
   EXPECT_TRUE(same_bits(o.params.values(), before.data(), before.size()));
+  // issue 47: a per-layer list that differs is shown whole (it read "an array of 2 elements in the file but an
+  // array of 2 elements in the model")
+  {
+    fbt::ModelConfig la = tiny(), lb = tiny();
+    la.layer_intermediate_size = {16, 8}, lb.layer_intermediate_size = {8, 16};
+    fbt::Model<float> ma(la, 1), mb(lb, 1);
+    fbt::save_model(p, ma);
+    EXPECT_FBT_ERROR(fbt::load_model_into(p, mb), "layer_intermediate_size", "is [16,8] in the file but [8,16] in the model");
+    fbt::save_model(p, m);
+  }
   fbt::ModelConfig theta = tiny();
   theta.rope_theta = 5e5;
   fbt::Model<float> t(theta, 2);
@@ -327,6 +337,22 @@ TEST_F(Checkpoint, RefusesMissingOrMismatchedConfig) {
   ga.fuser_options = {{"alpha", fbt::OptionValue::of_real(0.1)}};
   fbt::Model<float, fbt::GatedAddFuser<float>> g1(ga, 1);
   EXPECT_FBT_ERROR(fbt::load_model_into(p, g1), p, "fuser_options", "0.3", "0.1");
+  // Issue 47: a config that records no fuser_options (nor a legacy key) loaded at the default alpha 0.1 (logits
+  // 0.37 off a model trained at 0.5): refused by every reader, naming fuser_options and what the fuser declares
+  {
+    Parts<float> parts(g3);
+    json cfg = json::parse(parts.meta.at("config"));
+    ASSERT_TRUE(cfg.contains("fuser_options"));
+    cfg.erase("fuser_options");
+    parts.meta["config"] = cfg.dump();
+    fbt::save_safetensors(p, parts.refs, parts.meta);
+    EXPECT_FBT_ERROR(fbt::load_model<fbt::Model<float>>(p), p, "records no fuser_options", "fuser \"gated_add\" declares alpha");
+    EXPECT_FBT_ERROR(fbt::load_model_into(p, g1), p, "records no fuser_options");
+    cfg["gated_add_alpha"] = 0.3;  // a file from before fuser_options states the legacy key: its value is used
+    parts.meta["config"] = cfg.dump();
+    fbt::save_safetensors(p, parts.refs, parts.meta);
+    EXPECT_EQ(fbt::load_model<fbt::Model<float>>(p).cfg.fuser_options.at("alpha").r, 0.3);
+  }
 
   // A refused tensor also leaves a load_model_into target unchanged.
   Parts<float> parts(m);
@@ -649,6 +675,7 @@ TEST_F(Checkpoint, SmallFileClaimingAHugeModelIsRefusedBeforeAllocating) {
     SCOPED_TRACE(c.field);
     json cfg = fbt::to_json(tiny());
     cfg[c.field] = c.value;
+    cfg["fuser_options"] = {{"init", "default"}};  // as a checkpoint records them (a config without them is refused)
     fbt::save_safetensors(p, {}, {{"format", "pt"}, {"config", cfg.dump()}});
     EXPECT_LT(read_bytes(p).size(), 1000u);
     const auto t0 = std::chrono::steady_clock::now();

@@ -337,8 +337,9 @@ TEST_F(ConfigJson, SlidingWindowKeysRoundTripAndReadAsHfReadsThem) {
   json k = j;  // an fbt file may leave out use_sliding_window and max_window_layers (layer_types decides)
   k.erase("use_sliding_window"), k.erase("max_window_layers");
   EXPECT_EQ(fbt::config_from_json(k, "mem").layer_types, c.layer_types);
-  k.erase("layer_types");  // without layer_types, HF's rule: layers max_window_layers (28) on are sliding: none of 3
-  EXPECT_TRUE(fbt::config_from_json(k, "mem").layer_types == std::vector<std::string>(3, "full_attention"));
+  k.erase("layer_types");  // without layer_types, HF's rule: layers max_window_layers (28) on are sliding: none of 3, so no window
+  EXPECT_TRUE(fbt::config_from_json(k, "mem").layer_types.empty());
+  EXPECT_EQ(fbt::config_from_json(k, "mem").sliding_window, 0);
   k["max_window_layers"] = 2;
   EXPECT_EQ(fbt::config_from_json(k, "mem").layer_window(2), 64);
   EXPECT_EQ(fbt::config_from_json(k, "mem").layer_window(1), 0);
@@ -351,6 +352,43 @@ TEST_F(ConfigJson, SlidingWindowKeysRoundTripAndReadAsHfReadsThem) {
   bad = j;
   bad["sliding_window"] = -4;
   EXPECT_FBT_ERROR(fbt::config_from_json(bad, "'c.json'"), "sliding_window", "got -4");
+}
+
+// Issue 47: one validation for every reader of a model config. Sliding layers without a window (sliding_window 0
+// or null, or use_sliding_window false) were read as full attention; a wrong-length layer_types was dropped when
+// the window was off; a window no layer uses was kept. Each is refused by name, in an fbt file and an HF one.
+TEST_F(ConfigJson, WindowsAreRefusedTheSameWayInEveryFile) {
+  fbt::ModelConfig c;
+  c.num_hidden_layers = 3, c.sliding_window = 64, c.layer_types = {"full_attention", "sliding_attention", "full_attention"};
+  const json fbt_file = fbt::to_json(c);
+  json qwen = fbt_file;  // the Hugging Face form of the same stack (a baseline, model_type qwen3)
+  qwen["model_type"] = "qwen3", qwen["fuser"] = "none";
+  for (const json& base : {fbt_file, qwen}) {
+    json bad = base;
+    bad["sliding_window"] = 0;
+    EXPECT_FBT_ERROR(fbt::config_from_json(bad, "'c.json'"), "'c.json'", "sliding_window", "sliding_attention");
+    bad["sliding_window"] = nullptr;
+    EXPECT_FBT_ERROR(fbt::config_from_json(bad, "'c.json'"), "sliding_window is null", "sliding_attention");
+    bad = base;
+    bad["use_sliding_window"] = false;
+    EXPECT_FBT_ERROR(fbt::config_from_json(bad, "'c.json'"), "use_sliding_window is false", "sliding_attention");
+    bad = base;  // the window off and the list too short: still one entry per layer
+    bad["use_sliding_window"] = false, bad["layer_types"] = {"full_attention", "full_attention"};
+    EXPECT_FBT_ERROR(fbt::config_from_json(bad, "'c.json'"), "layer_types", "2 entries", "expected one per layer (3)");
+    json off = base;  // the window off and every layer full: the same model as no window
+    off["use_sliding_window"] = false, off["layer_types"] = {"full_attention", "full_attention", "full_attention"};
+    EXPECT_EQ(fbt::config_from_json(off, "mem").sliding_window, 0);
+    EXPECT_TRUE(fbt::config_from_json(off, "mem").layer_types.empty());
+  }
+  json unused = fbt_file;  // an fbt file: a window that no listed layer uses is refused
+  unused["layer_types"] = {"full_attention", "full_attention", "full_attention"};
+  EXPECT_FBT_ERROR(fbt::config_from_json(unused, "'c.json'"), "sliding_window", "no layer is sliding_attention");
+  json hf_unused = qwen;  // an HF file as transformers writes it (every layer listed full, use_sliding_window true): no window
+  hf_unused["layer_types"] = unused["layer_types"];
+  EXPECT_EQ(fbt::config_from_json(hf_unused, "mem").sliding_window, 0);
+  fbt::ModelConfig m;  // and validate() itself, which the command line, Python and the checkpoint reader call
+  m.sliding_window = 8;
+  EXPECT_FBT_ERROR(m.validate(), "sliding_window", "no layer is sliding_attention", "layer_types not given");
 }
 
 TEST_F(ConfigJson, BadFilesAreRefusedByName) {

@@ -340,7 +340,7 @@ TEST_F(Hf, SlidingWindowDirectoriesLoadAsTransformersReadsThem) {
       {{{"use_sliding_window", true}, {"sliding_window", 3}, {"layer_types", {"sliding_attention", "full_attention"}}}, {3, 0}},
       {{{"use_sliding_window", true}, {"sliding_window", 3}, {"max_window_layers", 1}, {"layer_types", nullptr}}, {0, 3}},  // HF's default types
       {{{"use_sliding_window", true}, {"sliding_window", 3}, {"max_window_layers", 28}, {"layer_types", nullptr}}, {0, 0}},
-      {{{"use_sliding_window", false}, {"sliding_window", 3}, {"layer_types", {"sliding_attention", "sliding_attention"}}}, {0, 0}},  // window off
+      {{{"use_sliding_window", false}, {"sliding_window", 3}, {"layer_types", {"full_attention", "full_attention"}}}, {0, 0}},  // window off
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.edits.dump());
@@ -351,6 +351,13 @@ TEST_F(Hf, SlidingWindowDirectoriesLoadAsTransformersReadsThem) {
     std::ofstream(cj, std::ios::trunc) << j.dump(2);
     const M back = fbt::load_checkpoint<M>(dir);
     EXPECT_EQ(back.windows, c.windows);
+  }
+  // issue 47: sliding layers with the window off (transformers would run them as full attention) are refused
+  {
+    nlohmann::json j = base;
+    j["use_sliding_window"] = false, j["sliding_window"] = 3, j["layer_types"] = {"sliding_attention", "sliding_attention"};
+    std::ofstream(cj, std::ios::trunc) << j.dump(2);
+    EXPECT_FBT_ERROR(fbt::load_checkpoint<M>(dir), cj, "use_sliding_window is false but layer_types gives sliding_attention layers");
   }
   // export of a windowed model: transformers' keys at the top level, and it loads back the same
   fbt::ModelConfig wc = plain_config(true);

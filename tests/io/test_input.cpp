@@ -23,9 +23,12 @@ TEST(Input, ExcerptKeepsPrintableUtf8AndEscapesTheRest) {
   EXPECT_EQ(excerpt("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");                                  // over U+10FFFF
   EXPECT_EQ(excerpt("\xc2\x85"), "\\xc2\\x85");                                                  // a C1 control (NEL)
   EXPECT_EQ(excerpt("\xe2\x82"), "\\xe2\\x82");                                                  // a truncated character
-  // the bound counts bytes of the input; a character it cuts is escaped, then the length is given
-  EXPECT_EQ(excerpt("ab\xc3\xa9", 3), "ab\\xc3... (4 bytes)");
+  // the bound counts bytes of the output, a character or an escape kept whole, then the length is given
+  EXPECT_EQ(excerpt("ab\xc3\xa9", 3), "ab... (4 bytes)");
   EXPECT_EQ(excerpt(std::string(100, 'q'), 4), "qqqq... (100 bytes)");
+  // issue 47: control bytes were escaped after the bound (4x its length: a 240-byte bound gave 960 bytes)
+  EXPECT_EQ(excerpt(std::string(100, '\x7f'), 12), "\\x7f\\x7f\\x7f... (100 bytes)");
+  EXPECT_LE(excerpt(std::string(10000, '\x01'), 240).size(), 240u + 20u);
 }
 
 }  // namespace test_io_input

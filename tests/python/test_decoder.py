@@ -108,7 +108,9 @@ def test_stop_token_and_zero_tokens(fed_model):
     stop = int(full[3])
     cut = d.generate(PROMPT, greedy=True, max_new_tokens=10, stop_token=stop)
     assert np.array_equal(cut, full[: list(full).index(stop) + 1])
-    assert d.generate(PROMPT, max_new_tokens=0).shape == (0,)
+    # issue 47: 0 tokens is refused as `fbt sample --max_new_tokens 0` is (it returned an empty array)
+    with pytest.raises(ValueError, match="max_new_tokens: must be >= 1"):
+        d.generate(PROMPT, max_new_tokens=0)
 
 
 @pytest.mark.parametrize("kwargs,says", [

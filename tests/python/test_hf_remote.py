@@ -169,3 +169,19 @@ def test_a_peft_lora_fine_tune(tmp_path):
         want = merged(x, passes=2).logits[0].numpy()
     got = fbt.Model.load(str(tmp_path / "merged.safetensors")).logits(np.array(tokens(), np.int32), passes=2)[1, 0]
     assert np.abs(got - want).max() < 1e-4 * (want.max() - want.min()) + 1e-5
+
+
+def test_the_remote_codes_config_reads_windows_as_fbt_does():
+    # issue 47: one set of window rules for every reader of a model config, the PyTorch one included
+    from fbt.hf.fbt_torch import Config
+    base = dict(fbt.ModelConfig(**{**BASE, "layer_types": ["sliding_attention", "full_attention"], "sliding_window": 8}).to_dict())
+    assert Config.from_dict(base).sliding_window == 8
+    for edit, says in [(dict(sliding_window=0), "sliding_window"), (dict(use_sliding_window=False), "use_sliding_window is false"),
+                       (dict(layer_types=["full_attention"]), "layer_types: 1 entries"),
+                       (dict(layer_types=["full_attention", "full_attention"]), "no layer is sliding_attention")]:
+        with pytest.raises(ValueError, match=says):
+            Config.from_dict({**base, **edit})
+        with pytest.raises(ValueError):  # and fbt's own reader refuses the same dict
+            fbt.ModelConfig.from_dict({**base, **edit})
+    off = {**base, "use_sliding_window": False, "layer_types": ["full_attention", "full_attention"]}
+    assert Config.from_dict(off).sliding_window == 0 and fbt.ModelConfig.from_dict(off).sliding_window == 0

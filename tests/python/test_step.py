@@ -123,6 +123,20 @@ def test_bad_arguments_name_themselves():
         fbt.AdamW(m, betas=(1.5, 0.9))
     with pytest.raises(ValueError, match="lr"):
         fbt.AdamW(m).step(lr=float("nan"))
+    # issue 47: settings are checked when the optimizer is made (they were first read at step()), and
+    # clip_grad_norm refuses what the trainer's grad_clip would (-1 and nan did nothing)
+    for kwargs, says in [(dict(lr=float("nan")), "lr"), (dict(lr=-1.0), "lr"), (dict(eps=0.0), "eps"),
+                         (dict(weight_decay=-0.1), "weight_decay")]:
+        with pytest.raises(ValueError, match=says):
+            fbt.AdamW(m, **kwargs)
+    for kwargs, says in [(dict(matrix_lr=float("inf")), "matrix_lr"), (dict(momentum=1.0), "momentum"),
+                         (dict(beta2=-0.5), "beta2"), (dict(ns_steps=0), "ns_steps"), (dict(matrix_weight_decay=float("nan")), "matrix_weight_decay")]:
+        with pytest.raises(ValueError, match=says):
+            fbt.NorMuon(m, **kwargs)
+    for bad in (-1.0, 0.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="max_norm"):
+            fbt.clip_grad_norm(m, bad)
+    assert fbt.clip_grad_norm(m, 1.0) >= 0.0
 
 
 def test_fuzzed_step_arguments_raise_only_type_or_value_errors():

@@ -125,6 +125,34 @@ def test_bad_fields_are_refused_naming_them(tmp_path):
         fbt.train(config=3, out_dir=str(tmp_path / "k"), verbose=False)
 
 
+def test_a_string_where_a_number_belongs_is_refused(tmp_path):
+    # issue 47: {"steps": "3"} in a config dict was read as 3 (a config file refuses it)
+    with pytest.raises(TypeError, match="steps must be a number, got the string \"3\""):
+        fbt.train(config={**TINY, "steps": "3"}, out_dir=str(tmp_path / "s"), verbose=False)
+    with pytest.raises(TypeError, match="progress must be a bool"):
+        fbt.train(**{**TINY, "progress": "false"}, out_dir=str(tmp_path / "p"), verbose=False)
+
+
+def test_a_second_run_on_the_same_out_dir_in_this_process_is_refused(tmp_path):
+    # issue 47: the lock is the process's, so two fbt.train calls on one out_dir both ran (train.jsonl got both
+    # runs' lines, one died on a shared temporary directory). The second is refused while the first runs.
+    out = str(tmp_path / "shared")
+    seen = []
+
+    def second(step, report):
+        if step == 0:
+            with pytest.raises(ValueError, match="in use by another run in this process"):
+                fbt.train(**TINY, out_dir=out, verbose=False)
+            seen.append(step)
+        return True
+
+    r = fbt.train(**TINY, out_dir=out, callback=second, verbose=False)
+    assert seen == [0] and r.step == TINY["steps"]
+    assert len(read_jsonl(tmp_path / "shared" / "train.jsonl")) == TINY["steps"]
+    assert not (tmp_path / "shared" / "run.lock").exists()  # removed by its holder
+    assert fbt.train(resume=r.checkpoint, steps=TINY["steps"] + 2, verbose=False).step == TINY["steps"] + 2
+
+
 def test_config_dict_and_file_are_the_commands_config(tmp_path):
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps({k: v for k, v in TINY.items()}))

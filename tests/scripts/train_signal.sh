@@ -5,7 +5,9 @@
 #      (constant LR, no warmup, feedback from step 0: no step's math depends on where the run stops);
 #   2. a second run on an out_dir in use is refused, naming the process that holds it;
 #   3. a checkpoint's temporary directory left by a process that no longer exists is removed by the next
-#      save; a live process's is kept.
+#      save; a live process's is kept;
+#   4. SIGTERM after the last step (during the final evaluation) interrupts the evaluation at a window boundary
+#      and exits 0 with a line saying the run is complete (it exited 143 with no line: a scheduler requeued it).
 set -u
 fbt=$1
 dir=$2
@@ -50,4 +52,26 @@ mkdir -p "$dir/run/checkpoint.tmp.999999999" "$dir/run/checkpoint.tmp.$$"
 for f in model.safetensors train_state.safetensors; do
   cmp "$dir/full/checkpoint/$f" "$dir/run/checkpoint/$f" || fail "$f differs from the uninterrupted run's"
 done
-echo "PASS: stopped at step $stopped by SIGTERM (status 143), resumed, checkpoint files identical to the uninterrupted run's"
+# item 4: the signal during the last step or the final evaluation (a long one: every window, token by token)
+fin=(--hidden_size 128 --num_hidden_layers 2 --num_attention_heads 4 --num_key_value_heads 2 --intermediate_size 256 --seq_len 256
+     --batch_size 2 --eval_windows 0 --seq_eval_windows -1 --monitor_passes 0 --task_difficulty 2 --progress false --steps 2
+     --eval_every 0 --checkpoint_every 0 --feedback_start 0 --out_dir "$dir/final")
+"$fbt" train "${fin[@]}" >/dev/null 2>"$dir/final.err" &
+pid=$!
+for _ in $(seq 1 600); do
+  [ -f "$dir/final/train.jsonl" ] && [ "$(wc -l <"$dir/final/train.jsonl")" -ge 1 ] && break
+  sleep 0.05
+done
+sleep 0.5
+t0=$(date +%s%N)
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+waited=$((($(date +%s%N) - t0) / 1000000))
+[ "$rc" -eq 0 ] || fail "exit status $rc after SIGTERM during the final evaluation, expected 0 (the run is complete)"
+grep -q "SIGTERM after the last step (2 of 2): the run is complete, checkpoint in .*its final evaluation was interrupted" "$dir/final.err" ||
+  fail "no line saying the run is complete and its final evaluation interrupted"
+[ -f "$dir/final/checkpoint/model.safetensors" ] || fail "no checkpoint after the last step"
+[ ! -s "$dir/final/eval.jsonl" ] || fail "an interrupted evaluation was recorded"
+echo "final evaluation interrupted: the process ended ${waited} ms after SIGTERM"
+echo "PASS: stopped at step $stopped by SIGTERM (status 143), resumed, checkpoint files identical to the uninterrupted run's; SIGTERM in the final evaluation: status 0, run complete"

@@ -75,6 +75,40 @@ TEST(AblateGrid, ExpandsRunsTimesVaryTimesSeedsWithTokenBudgets) {
   EXPECT_EQ(expand_grid(g)[0].name, "pass_mix=2_0.75_3_0.25+seed=3");
 }
 
+// Issue 47: a grid varies window_pattern and sliding_window like any other key (the runs were refused with
+// "...but layer_types is ''": the pattern was never applied to a run).
+TEST(AblateGrid, RunsVaryWindowPatternAndSlidingWindow) {
+  AblationGrid g = tiny_grid("out");
+  g.base.model.num_hidden_layers = 3;
+  g.vary = {{"window_pattern", {"SL", "S"}}, {"sliding_window", {"4", "8"}}};
+  const auto runs = expand_grid(g);
+  ASSERT_EQ(runs.size(), 4u);
+  const std::string S = "sliding_attention", L = "full_attention";
+  const std::vector<std::string> sll = {S, L, L}, ssl = {S, S, L};  // the last layer is always full (nanochat)
+  EXPECT_EQ(runs[0].cfg.model.layer_types, sll);
+  EXPECT_EQ(runs[0].cfg.model.sliding_window, 4);
+  EXPECT_EQ(runs[1].cfg.model.layer_window(0), 8);
+  EXPECT_EQ(runs[2].cfg.model.layer_types, ssl);
+  EXPECT_EQ(runs[3].cfg.model.layer_window(1), 8);
+  for (const auto& r : runs) EXPECT_NO_THROW(validate(r.cfg)) << r.name;
+  // a run whose pattern has no sliding layer but keeps a window is refused, naming the run (give sliding_window 0)
+  g.vary = {{"window_pattern", {"L"}}};
+  g.base.model.sliding_window = 4;
+  EXPECT_FBT_ERROR(expand_grid(g), "ablate run window_pattern=L", "no layer is sliding_attention");
+  g.vary.clear();  // grid runs entries too; a run's layer_types replace the base's pattern, and a run giving both must agree
+  g.base.window_pattern = "SL";
+  g.runs = {{{"window_pattern", "S"}}, {{"layer_types", "full_attention,full_attention,full_attention"}, {"sliding_window", "0"}},
+            {{"window_pattern", "L"}, {"sliding_window", "0"}}};
+  const auto r2 = expand_grid(g);
+  ASSERT_EQ(r2.size(), 3u);
+  EXPECT_EQ(r2[0].cfg.model.layer_types, ssl);
+  EXPECT_EQ(r2[1].cfg.model.layer_types, (std::vector<std::string>{L, L, L}));
+  EXPECT_EQ(r2[1].cfg.model.sliding_window, 0);
+  for (const auto& r : r2) EXPECT_NO_THROW(validate(r.cfg)) << r.name;
+  g.runs = {{{"window_pattern", "SL"}, {"layer_types", "full_attention,full_attention,full_attention"}}};
+  EXPECT_FBT_ERROR(expand_grid(g), "window_pattern \"SL\" gives layer_types", "layer_types is given as");
+}
+
 // A baseline crossed with schedule settings is single-pass whatever they say: runs whose effective config is
 // the same are trained once and reported under every name, with the values they did not use said.
 TEST(AblateGrid, RunsWithTheSameEffectiveConfigAreOneRun) {
@@ -97,6 +131,9 @@ TEST(AblateGrid, RunsWithTheSameEffectiveConfigAreOneRun) {
   ASSERT_EQ(r2.size(), 4u);
   EXPECT_EQ(r2[1].same_as, r2[0].name);
   EXPECT_NE(r2[0].overridden.at(0).find("fuser.alpha=0.1 (fuser none has no such option)"), std::string::npos) << r2[0].overridden.at(0);
+  // issue 47: an option no run's piece declares (a typo) was dropped from every run with a note; refused
+  g.vary = {{"fuser", {"none", "gated_add"}}, {"fuser.alhpa", {"0.1", "0.5"}}};
+  EXPECT_FBT_ERROR(expand_grid(g), "option fuser.alhpa is declared by no run's fuser", "alpha", "a typo?");
   EXPECT_EQ(r2[3].same_as, "");
   EXPECT_EQ(r2[3].cfg.model.fuser_options.at("alpha").s, "0.5");
 }

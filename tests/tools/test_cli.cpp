@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "fbt/cli/args.hpp"
+#include "fbt/cli/common.hpp"
 #include "../common/io_test.hpp"
 
 // The file's own namespace: with FBT_TEST_UNITY an area's test files share one translation unit.
@@ -33,6 +34,40 @@ TEST(CliOptions, IntegersAreRangeCheckedAndNamed) {
   EXPECT_FBT_ERROR(cli::int_option<int>("n", "0", 1, 1024), "--n \"0\": must be in [1, 1024]");
   EXPECT_FBT_ERROR(cli::int_option<int>("windows", "3x", 0, 10), "--windows: expected an integer, got \"3x\"");
   EXPECT_FBT_ERROR(cli::int_option<std::uint64_t>("seed", "-1", 0, std::numeric_limits<std::uint64_t>::max()), "--seed", "out of range");
+}
+
+// Issue 47: under `mpirun -np 2` without --distributed mpi, one rank failed with a misleading "in use by another
+// run" and the other trained alone over the 2-rank checkpoint. Refused on every rank from the launcher's
+// environment, naming the flag, before anything is written (mpi.cli_resume_without_flag runs it under mpirun).
+TEST(CliOptions, SeveralRanksWithoutDistributedMpiAreRefused) {
+  const char* keys[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MV2_COMM_WORLD_SIZE"};
+  for (const char* k : keys) ::unsetenv(k);
+  EXPECT_EQ(cli::launcher_world_size(), 1);
+  EXPECT_NO_THROW(cli::refuse_ranks_without_mpi("train", "none"));
+  for (const char* k : keys) {
+    ::setenv(k, "2", 1);
+    EXPECT_EQ(cli::launcher_world_size(), 2) << k;
+    EXPECT_FBT_ERROR(cli::refuse_ranks_without_mpi("train", "none"), "fbt train", "MPI launcher with 2 ranks", "add --distributed mpi");
+    EXPECT_NO_THROW(cli::refuse_ranks_without_mpi("train", "mpi"));
+    ::setenv(k, "1", 1);  // one rank (mpirun -np 1): nothing to refuse
+    EXPECT_NO_THROW(cli::refuse_ranks_without_mpi("train", "none"));
+    ::unsetenv(k);
+  }
+}
+
+// Issue 47: sample's memory estimate ignored sliding windows (2.1 GB for the full and the windowed model alike);
+// a sliding layer's cache holds min(capacity, W) rows (its ring), so the estimate is the decoder's own.
+TEST(CliOptions, TheKvCacheEstimateKnowsSlidingWindows) {
+  ModelConfig full;
+  full.num_hidden_layers = 4, full.hidden_size = 256, full.num_attention_heads = 4, full.num_key_value_heads = 2, full.intermediate_size = 512;
+  ModelConfig win = full;
+  win.sliding_window = 64, win.layer_types = {"sliding_attention", "sliding_attention", "sliding_attention", "full_attention"};
+  const long long cap = 4096;
+  const double per_row = 2.0 * 2 * full.hs() * sizeof(float);  // keys and values of one layer's row
+  const cli::CommandMemory a = cli::sample_memory(full, 8, 100, cap, 1), b = cli::sample_memory(win, 8, 100, cap, 1);
+  EXPECT_DOUBLE_EQ(a.kv_cache, 8 * 4 * cap * per_row);
+  EXPECT_DOUBLE_EQ(b.kv_cache, 8 * (3 * 64 + cap) * per_row);  // three rings of 64 rows and one full layer
+  EXPECT_DOUBLE_EQ(cli::sample_memory(win, 1, 10, 32, 1).kv_cache, 4 * 32 * per_row);  // a capacity below W: every layer holds it whole
 }
 
 TEST(CliOptions, RealsAreFiniteAndInRange) {

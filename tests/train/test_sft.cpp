@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <utility>
@@ -199,6 +200,37 @@ TEST_F(Sft, TheMaskedLossGoesToZeroWhereTheUnmaskedCannot) {
   // every document: kSep, 6 letters (log 26 each, unpredictable), '?', "ok!\n": 11 targets, 6 of them at
   // least log 26, so the mean cannot go below 6 log(26) / 11 = 1.78 nats (1.5 leaves room for the sample)
   EXPECT_GT(unmasked.evaluate().val_loss[0], 1.5);
+}
+
+// Issue 47: SFT data whose every prompt is longer than seq_len trained at loss 0 and gradient norm 0, evaluated
+// to -nan and exited 0. Refused before step 1, naming the count and the seq_len needed; a run where only some
+// examples are cut stops at the first batch with no target, naming the step.
+TEST_F(Sft, NoTargetWithinSeqLenIsRefusedBeforeStepOneAndABatchWithoutTargetsStops) {
+  const std::string long_prompt(40, 'x');  // sep + 40 letters + '?': the first response token is token 42
+  std::string all_long;
+  for (int i = 0; i < 6; ++i) all_long += "{\"prompt\": \"" + long_prompt + "?\", \"response\": \"ok\"}\n";
+  write_file(path("long.jsonl"), all_long);
+  Flags f = flags(path("long.jsonl"), path("long"));
+  f.push_back({"steps", "3"});
+  const std::string e = error_of([&] { Trainer<Glu> t(make_train_config("", f)); });
+  EXPECT_TRUE(contains(e, "every training example (5) has its prompt cut at seq_len 32")) << e;
+  EXPECT_TRUE(contains(e, "seq_len >= 42")) << e;
+  for (auto& kv : f)  // long enough: it trains
+    if (kv.first == "seq_len") kv.second = "48";
+  EXPECT_NO_THROW(Trainer<Glu> t(make_train_config("", f)));
+
+  std::string mixed = "{\"prompt\": \"a?\", \"response\": \"ok\"}\n" + all_long + "{\"prompt\": \"b?\", \"response\": \"ok\"}\n";
+  write_file(path("mixed.jsonl"), mixed);  // train: 1 short and 6 long examples; validation: the last (short)
+  Flags m = flags(path("mixed.jsonl"), path("mixed"));
+  for (auto& kv : m)
+    if (kv.first == "batch_size") kv.second = "1";
+  m.push_back({"steps", "40"});
+  m.push_back({"val_fraction", "0.125"});
+  Trainer<Glu> t(make_train_config("", m));
+  EXPECT_TRUE(contains(t.data->describe(), "6 of 7 training examples have no response token within seq_len 32")) << t.data->describe();
+  const std::string stop = error_of([&] { t.run(nullptr); });
+  EXPECT_TRUE(contains(stop, "training stopped at step")) << stop;
+  EXPECT_TRUE(contains(stop, "the batch has no target")) << stop;
 }
 
 TEST_F(Sft, ResumesBitIdentically) {

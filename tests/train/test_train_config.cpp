@@ -67,6 +67,32 @@ TEST(TrainConfigFields, NonFiniteModelRealsAreRefusedWhenSet) {
 
 // nanochat's window pattern: S/L tiled over the layers, the last layer full, whatever the order of the flags;
 // the config file's keys (window_pattern, sliding_window, layer_types as an array) work too.
+// Issue 47: window_pattern and layer_types are two spellings of the layers; given together and different, the
+// pattern silently won. Refused naming both; the same value twice is fine; a window with no sliding layer is refused.
+TEST(TrainConfigFields, WindowPatternAndLayerTypesThatDisagreeAreRefused) {
+  using F = std::vector<std::pair<std::string, std::string>>;
+  const F both = {{"num_hidden_layers", "2"}, {"window_pattern", "SL"}, {"sliding_window", "4"}, {"layer_types", "full_attention,full_attention"}};
+  try {
+    make_train_config("", both);
+    ADD_FAILURE() << "window_pattern SL and layer_types full,full were accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("window_pattern \"SL\""), std::string::npos) << m;
+    EXPECT_NE(m.find("layer_types is given as"), std::string::npos) << m;
+  }
+  TrainConfig g;  // the grid's base path refuses the same
+  EXPECT_THROW(set_config_fields(g, both), Error);
+  const F agree = {{"num_hidden_layers", "2"}, {"window_pattern", "SL"}, {"sliding_window", "4"}, {"layer_types", "sliding_attention,full_attention"}};
+  EXPECT_NO_THROW(validate(make_train_config("", agree)));
+  const F unused = {{"num_hidden_layers", "2"}, {"sliding_window", "4"}};  // --sliding_window with no sliding layer
+  try {
+    validate(make_train_config("", unused));
+    ADD_FAILURE() << "a window with no sliding layer was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no layer is sliding_attention"), std::string::npos) << e.what();
+  }
+}
+
 TEST(TrainConfigFields, WindowPatternMapsToLayerTypes) {
   using V = std::vector<std::string>;
   const std::string S = "sliding_attention", L = "full_attention";
@@ -293,6 +319,33 @@ TEST_F(TrainConfigFile, ValuesMustHaveTheirFieldsType) {
   apply_json(back, to_json(c), "record");
   EXPECT_EQ(to_json(back), to_json(c));
   EXPECT_FBT_ERROR(apply_json(back, to_json(c), "record", true), "record: field");
+  // issue 47: layer_blocks is an array of names in a file, as layer_types is (it was refused as "must be a string")
+  std::ofstream(p) << R"({"num_hidden_layers": 2, "layer_blocks": ["decoder", "decoder"], "layer_types": ["full_attention", "full_attention"]})";
+  const TrainConfig lb = load_train_config_file(p);
+  EXPECT_EQ(lb.model.layer_blocks, (std::vector<std::string>{"decoder", "decoder"}));
+  EXPECT_EQ(lb.model.block, "mixed");
+  // issue 47: a piece's options in a file are an object; a string (text only a flag gives) was accepted
+  std::ofstream(p) << R"({"fuser": "gated_add", "fuser_options": "{\"alpha\": 0.5}"})";
+  EXPECT_FBT_ERROR(load_train_config_file(p), p, "field fuser_options must be a JSON object", "got string");
+}
+
+// Issue 47: one option in two spellings with different values (fuser.alpha and fuser_options.alpha) took
+// whichever came last. Refused in the flags and in a file, naming both; the same value twice is fine, and a
+// flag still overrides a file (two sources, the flags win as for every field).
+TEST_F(TrainConfigFile, AnOptionInTwoSpellingsWithDifferentValuesIsRefused) {
+  using F = std::vector<std::pair<std::string, std::string>>;
+  const F two = {{"fuser", "gated_add"}, {"fuser_options", R"({"alpha": 0.5})"}, {"fuser.alpha", "0.3"}};
+  EXPECT_FBT_ERROR(make_train_config("", two), "fuser.alpha is given twice with different values", "0.3", "0.5", "fuser_options");
+  const F same = {{"fuser", "gated_add"}, {"fuser_options", R"({"alpha": 0.5})"}, {"fuser.alpha", "0.50"}};
+  EXPECT_EQ(make_train_config("", same).model.fuser_options.at("alpha").str(), "0.50");
+  const std::string p = path("c.json");
+  std::ofstream(p) << R"({"fuser": "gated_add", "fuser_options": {"alpha": 0.5}, "fuser.alpha": "0.3"})";
+  EXPECT_FBT_ERROR(load_train_config_file(p), p, "fuser.alpha is given twice");
+  std::ofstream(p) << R"({"fuser": "gated_add", "fuser_options": {"alpha": 0.5}})";
+  const TrainConfig c = make_train_config(p, F{{"fuser.alpha", "0.3"}});  // the flag overrides the file
+  EXPECT_EQ(c.model.fuser_options.at("alpha").str(), "0.3");
+  TrainConfig g;
+  EXPECT_THROW(set_config_fields(g, two), Error);
 }
 
 TEST_F(TrainConfigFile, OnlyRegularFilesOfBoundedSizeAreRead) {

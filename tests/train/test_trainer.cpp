@@ -400,6 +400,38 @@ TEST(Trainer, ReadsMemAvailable) {
   EXPECT_EQ(detail::fmt_bytes(512), "512 B");
 }
 
+// Issue 47: resume did not notice swapped weights of the same shape (another save's model.safetensors at the
+// same step) or a data file changed since the checkpoint. The state records the weights' hash and the data
+// files' identity (size and hash); either mismatch is refused, naming the file.
+TEST(Trainer, ResumeRefusesSwappedWeightsAndChangedData) {
+  const std::string dir = temp_dir("identity");
+  TrainConfig ca = tiny(dir + "/a"), cb = tiny(dir + "/b");
+  cb.seed = 2;
+  Trainer<Model<float>> a(ca), b(cb);
+  a.train_step(), b.train_step();
+  a.save_checkpoint(dir + "/a/checkpoint"), b.save_checkpoint(dir + "/b/checkpoint");
+  std::filesystem::copy_file(dir + "/a/checkpoint/model.safetensors", dir + "/b/checkpoint/model.safetensors",
+                             std::filesystem::copy_options::overwrite_existing);
+  EXPECT_FBT_ERROR(Trainer<Model<float>>::resume(dir + "/b/checkpoint"), dir + "/b/checkpoint",
+                   "model.safetensors is not the file its train_state.safetensors was saved with");
+  EXPECT_NO_THROW(Trainer<Model<float>>::resume(dir + "/a/checkpoint"));
+
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "paragraph " + std::to_string(i) + " of a small corpus for the test\n\n";
+  const std::string corpus = dir + "/corpus.txt";
+  std::ofstream(corpus) << text;
+  TrainConfig ct = tiny(dir + "/t");
+  ct.data = corpus;
+  Trainer<Model<float>> t(ct);
+  t.train_step();
+  t.save_checkpoint(dir + "/t/checkpoint");
+  std::ofstream(corpus) << text.substr(0, text.size() - 1) << "X";  // the same size, one byte changed
+  EXPECT_FBT_ERROR(Trainer<Model<float>>::resume(dir + "/t/checkpoint"), "the run's data changed since it was saved", corpus);
+  std::ofstream(corpus) << text;
+  EXPECT_EQ(Trainer<Model<float>>::resume(dir + "/t/checkpoint")->step, 1);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Trainer, RecordsATextFileByItsAbsolutePath) {
   // a relative --data was stored as given, so eval from another directory could not find it
   const std::string dir = temp_dir("relative");

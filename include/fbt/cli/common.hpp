@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -92,15 +93,20 @@ struct CommandMemory {
   }
 };
 
-/// Floats of one position's K and V over every layer (the decoder's cache row).
-inline double kv_floats_per_position(const ModelConfig& c) {
+/// Floats of one sequence's KV cache of `capacity` positions: keys and values of every layer, a sliding layer
+/// holding only min(capacity, W) rows (its ring, decode/decoder.hpp), so a windowed model's estimate is its own.
+inline double kv_cache_floats(const ModelConfig& c, long long capacity) {
   double n = 0;
   for (int l = 0; l < std::max(0, c.num_hidden_layers); ++l) {
     const int nkv = std::size_t(l) < c.layer_num_key_value_heads.size() ? c.layer_num_key_value_heads[l] : c.num_key_value_heads;
-    n += 2.0 * std::max(0, nkv) * std::max(0, c.num_attention_heads > 0 ? c.hs() : 0);
+    const int W = std::size_t(l) < c.layer_types.size() ? c.layer_window(l) : 0;
+    const double rows = W > 0 ? double(std::min<long long>(capacity, W)) : double(capacity);
+    n += 2.0 * std::max(0, nkv) * std::max(0, c.num_attention_heads > 0 ? c.hs() : 0) * rows;
   }
   return n;
 }
+/// Floats of one position's K and V over every layer (the decoder's cache row).
+inline double kv_floats_per_position(const ModelConfig& c) { return kv_cache_floats(c, 1); }
 /// Floats of one position's forward workspace in one pass (the lower bound estimate_train_memory uses).
 inline double forward_floats_per_position(const ModelConfig& c) {
   return double(std::max(0, c.vocab_size)) + 4.0 * std::max(0, c.hidden_size) * std::max(0, c.num_hidden_layers);
@@ -111,7 +117,7 @@ inline double forward_floats_per_position(const ModelConfig& c) {
 inline CommandMemory sample_memory(const ModelConfig& c, int n, long long prompt, long long capacity, int passes) {
   CommandMemory m;
   m.params = detail::estimate_param_count(c) * sizeof(float);
-  m.kv_cache = double(n) * double(capacity) * kv_floats_per_position(c) * sizeof(float);
+  m.kv_cache = double(n) * kv_cache_floats(c, capacity) * sizeof(float);
   m.logits = 2.0 * n * std::max(0, c.vocab_size) * sizeof(float);
   m.activations = double(std::max(passes, 1)) * double(prompt) * forward_floats_per_position(c) * sizeof(float);
   return m;
@@ -128,7 +134,7 @@ inline CommandMemory logits_memory(const ModelConfig& c, int K, long long T) {
 inline CommandMemory eval_memory(const TrainConfig& c, const ModelConfig& mc, int K) {
   CommandMemory m;
   m.params = detail::estimate_param_count(mc) * sizeof(float);
-  m.kv_cache = double(c.seq_len) * kv_floats_per_position(mc) * sizeof(float);
+  m.kv_cache = kv_cache_floats(mc, c.seq_len) * sizeof(float);
   m.activations = 8.0 * K * double(c.seq_len) * forward_floats_per_position(mc) * sizeof(float);
   TrainConfig d = c;
   d.model = mc, d.batch_size = 0;
@@ -226,12 +232,34 @@ inline void cpu_only(const std::string& device, bool given, const std::string& w
   if (device != "cpu" && given) throw Error(what + " runs on the CPU backend only (not with --device " + device + ")");
 }
 
+/// \brief The number of processes an MPI launcher started this one among (mpirun / mpiexec of Open MPI,
+/// MPICH, Intel MPI, MVAPICH set these in every rank's environment), 1 when none did.
+inline long launcher_world_size() {
+  for (const char* k : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MV2_COMM_WORLD_SIZE"}) {
+    const char* v = std::getenv(k);
+    char* end = nullptr;
+    const long n = v && *v ? std::strtol(v, &end, 10) : 0;
+    if (n > 1 && end && *end == '\0') return n;
+  }
+  return 1;
+}
+
+/// \brief Refuses, at once and the same on every rank, a command started by an MPI launcher with several ranks
+/// but without --distributed mpi: each rank would run the whole job alone and write the same files.
+inline void refuse_ranks_without_mpi(const std::string& command, const std::string& mode) {
+  const long n = launcher_world_size();
+  if (n > 1 && mode != "mpi")
+    throw Error("fbt " + command + ": started by an MPI launcher with " + std::to_string(n) + " ranks but without --distributed mpi: every rank would run " +
+                "the whole job alone on the same out_dir; add --distributed mpi (or start one process)");
+}
+
 /// \brief The run directory of `fbt train`, checked, created and locked (prepare_out_dir, lock_run_dir)
 /// before the data and the model are set up; with --distributed mpi (the flag's, else `mode`) by rank 0
 /// alone (null elsewhere).
 inline std::shared_ptr<RunDirLock> lock_out_dir(CommandState& st, const std::string& dir, const Args& flags, std::string mode) {
   for (const auto& kv : flags)
     if (kv.first == "distributed") mode = kv.second;
+  refuse_ranks_without_mpi("train", mode);  // before anything is written
   if (mode != "mpi") {
     prepare_out_dir(dir);
     return lock_run_dir(dir);

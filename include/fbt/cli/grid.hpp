@@ -108,11 +108,13 @@ inline int cmd_ablate(CommandState& st, Args a) {
                      std::to_string(g.jobs) + "), each its parameters, optimizer state, step activations and data",
                  g.base.max_memory_gb, "lower --jobs or the runs' batch_size, seq_len or model size");
   }
-  st.progress_started = true;
+  if (g.base.distributed == "mpi" && g.jobs > 1)
+    throw Error("fbt ablate --distributed mpi trains the runs one after another, each over all ranks; --jobs " + std::to_string(g.jobs) +
+                " (runs side by side) does not combine with it: leave jobs at 1");
+  // an error from here may follow a progress line; on a terminal that line has no end of line yet (\r updates),
+  // elsewhere (a pipe, a log) every progress line is whole, so an error needs no blank line before it
+  st.progress_started = ::isatty(2) != 0;
   if (g.base.distributed == "mpi") {  // the runs one after another, each over all ranks
-    if (g.jobs > 1)
-      throw Error("fbt ablate --distributed mpi trains the runs one after another, each over all ranks; --jobs " + std::to_string(g.jobs) +
-                  " (runs side by side) does not combine with it: leave jobs at 1");
     Communicator& c = mpi_world(st, "ablate");
     const int failed = run_grid_distributed(g, c, c.rank() == 0 ? stderr : nullptr);
     return failed ? 1 : 0;

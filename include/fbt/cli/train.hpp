@@ -95,13 +95,15 @@ inline TrainOutcome run_train(CommandState& st, Args a, const TrainHooks& h = {}
     with_device(device, [&](auto be_tag) {
       with_model<float>(rec.model, [&](auto tag) {
         using M = typename decltype(tag)::type;
+        long before = 0, after = 0;
         auto t = Trainer<M, typename decltype(be_tag)::type>::resume(resume, [&](TrainConfig& c) {
-          const long before = c.steps;
+          before = c.steps;
           for (const auto& kv : a) set_config_field(c, kv.first, kv.second);
-          if (c.steps != before)
-            std::fprintf(stderr, "note: steps %ld -> %ld also moves the LR schedule and the feedback start (both are set by the run's length)\n",
-                         before, c.steps);
+          after = c.steps;
         });
+        if (after != before && t->communicator().rank() == 0)  // said once the resume is accepted (a refusal says only why)
+          std::fprintf(stderr, "note: steps %ld -> %ld also moves the LR schedule and the feedback start (both are set by the run's length)\n",
+                       before, after);
         attach_distributed(st, *t, t->cfg.distributed);
         if (t->communicator().rank() == 0) std::fprintf(stderr, "resumed from %s at step %ld\n", resume.c_str(), t->step);
         st.progress_started = progress;

@@ -100,8 +100,39 @@ class SftDataset : public DataSource {
     os << "sft data '" << path_ << "' (" << (ids_ ? "token ids, vocabulary " + std::to_string(vocab_) : std::string("text, bytes")) << ", separator "
        << (sep_ >= 0 ? std::to_string(sep_) : std::string("none")) << "): train " << train_.off.size() - 1 << " examples (" << train_.id.size()
        << " tokens, " << train_.responses << " response tokens), validation " << val_.off.size() - 1 << " examples"
-       << (val_path_.empty() ? " (the last of the file)" : " ('" + val_path_ + "')") << (mask_ ? "; the loss counts response tokens only" : "; unmasked: every token counts");
+       << (val_path_.empty() ? " (the last of the file)" : " ('" + val_path_ + "')") << (mask_ ? "; the loss counts response tokens only" : "; unmasked: every token counts")
+       << cut_note_;
     return os.str();
+  }
+
+  /// \brief Refuses, before step 1, windows of `T` tokens in which nothing is trained or scored: when every
+  /// training example (or every validation example) has its prompt cut there (its first counted target lies
+  /// past token T), naming how many were cut and the seq_len they need. When only some are cut, describe()
+  /// says how many (their windows train on the examples that follow them).
+  void check_seq_len(int T) {
+    auto check = [&](const Docs& d, const char* which, const std::string& file) -> std::size_t {
+      const std::size_t n = d.off.size() - 1;
+      std::size_t cut = 0, need_min = 0, need_max = 0;
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t p = first_target(d, k);  // the token index (within its document) of the first counted target
+        if (p > std::size_t(T)) {
+          need_min = cut == 0 ? p : std::min(need_min, p), need_max = std::max(need_max, p);
+          ++cut;
+        }
+      }
+      if (n > 0 && cut == n)
+        throw Error("fbt: sft data '" + file + "': every " + which + " example (" + std::to_string(n) + ") has its prompt cut at seq_len " +
+                    std::to_string(T) + ": no response token is within the window, so nothing would be " +
+                    (std::string(which) == "training" ? "trained" : "scored") + " (they need seq_len >= " + std::to_string(need_min) +
+                    (need_max > need_min ? " to " + std::to_string(need_max) : std::string()) + ")");
+      return cut;
+    };
+    const std::size_t cut = check(train_, "training", path_);
+    check(val_, "validation", val_path_.empty() ? path_ : val_path_);
+    cut_note_.clear();
+    if (cut > 0)
+      cut_note_ = "; " + std::to_string(cut) + " of " + std::to_string(train_examples()) + " training examples have no response token within seq_len " +
+                  std::to_string(T);
   }
 
   int vocab_size() const override { return ids_ ? vocab_ : ByteTokenizer::kVocabSize; }
@@ -135,6 +166,15 @@ class SftDataset : public DataSource {
       d.off.push_back(d.id.size());
     }
     return d;
+  }
+
+  /// The index, within document k, of the first token whose target counts (the first response token; with
+  /// the mask off, the token after the first).
+  std::size_t first_target(const Docs& docs, std::size_t k) const {
+    if (!mask_) return 1;
+    for (std::size_t j = docs.off[k]; j < docs.off[k + 1]; ++j)
+      if (docs.resp[j] == 1) return j - docs.off[k];
+    return docs.off[k + 1] - docs.off[k];
   }
 
   /// Appends document k of `docs` to `w`, at most up to `cap` tokens in all.
@@ -178,6 +218,7 @@ class SftDataset : public DataSource {
   bool ids_ = false, mask_ = true;
   int vocab_ = 0, sep_ = -1;
   Docs train_, val_;
+  std::string cut_note_;  ///< check_seq_len's count of the training examples cut before their response
 };
 
 }  // namespace fbt

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <string>
 
 #include <sys/stat.h>
@@ -40,17 +41,19 @@ inline std::size_t utf8_printable_len(const std::string& s, std::size_t i, std::
   return len;
 }
 
-/// \brief `s` as an error message may quote it: at most `max_chars` bytes, then "... (N bytes)".
+/// \brief `s` as an error message may quote it: at most `max_chars` bytes of output, then "... (N bytes)".
 /// Printable ASCII and well-formed UTF-8 characters are kept; every other byte (control characters,
-/// bytes that are not valid UTF-8, a character cut off by the bound) is shown escaped as \xNN, so a
-/// hostile value can neither break the one-line message nor put raw bytes on a terminal.
+/// bytes that are not valid UTF-8) is shown escaped as \xNN, so a hostile value can neither break the
+/// one-line message nor put raw bytes on a terminal. The bound counts the output (an escaped byte is 4):
+/// a value of control bytes is no longer than a printable one (it could reach 4x the bound).
 inline std::string excerpt(const std::string& s, std::size_t max_chars = 64) {
   static const char hex[] = "0123456789abcdef";
   std::string r;
-  const std::size_t n = s.size() < max_chars ? s.size() : max_chars;
-  r.reserve(n + 24);
-  for (std::size_t i = 0; i < n;) {
-    const std::size_t len = utf8_printable_len(s, i, n);
+  r.reserve(std::min(s.size(), max_chars) + 24);
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const std::size_t len = utf8_printable_len(s, i, s.size());
+    if (r.size() + (len > 0 ? len : 4) > max_chars) break;  // a character or an escape is kept whole or not at all
     if (len > 0) {
       r.append(s, i, len);
       i += len;
@@ -61,7 +64,7 @@ inline std::string excerpt(const std::string& s, std::size_t max_chars = 64) {
     r += hex[c >> 4];
     r += hex[c & 15];
   }
-  if (s.size() > max_chars) r += "... (" + std::to_string(s.size()) + " bytes)";
+  if (i < s.size()) r += "... (" + std::to_string(s.size()) + " bytes)";
   return r;
 }
 

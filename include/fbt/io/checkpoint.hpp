@@ -129,7 +129,18 @@ inline ModelConfig ckpt_config(const SafetensorsFile& f, const char* fn) {
   auto c = f.metadata.find("config");
   if (c == f.metadata.end()) ckpt_fail(fn, f.path, "__metadata__ has no \"config\" field (not an fbt checkpoint?)");
   const std::string where = std::string("fbt::") + fn + ": '" + f.path + "': __metadata__ field \"config\"";
-  ModelConfig cfg = config_from_json(parse_json_strict(c->second, where), where);
+  const nlohmann::json cj = parse_json_strict(c->second, where);
+  ModelConfig cfg = config_from_json(cj, where);
+  // A checkpoint records its fuser's options (every declared one, resolved); a config without them (and without
+  // the legacy glu_init / gated_add_alpha of files from before fuser_options) would load at the defaults, which
+  // may not be what it was trained with (gated_add at alpha 0.5 read as 0.1): refused, naming fuser_options.
+  if (!cj.contains("fuser_options") && !cj.contains("glu_init") && !cj.contains("gated_add_alpha") && fuser_registry<float>().known(cfg.fuser)) {
+    const OptionList& declared = fuser_registry<float>().info(cfg.fuser).options;
+    if (!declared.specs().empty())
+      ckpt_fail(fn, f.path, "__metadata__ field \"config\" records no fuser_options, but fuser " + config_quote(cfg.fuser) + " declares " +
+                                declared.names() + ": the values it was trained with are unknown (fbt writes them in every checkpoint; "
+                                "add \"fuser_options\" to the config)");
+  }
   // a piece of a plugin this program has not loaded: refused here, naming the plugin the file records
   auto pl = f.metadata.find("plugins");
   if (pl != f.metadata.end()) {
@@ -388,7 +399,8 @@ template <class M> void load_model_into(const std::string& path, M& m) {
     for (auto it = b.begin(); it != b.end(); ++it) {
       const auto other = a.find(it.key());
       // an object (a piece's options) is shown whole, bounded
-      auto brief = [](const nlohmann::json& v) { return v.is_object() ? detail::excerpt(v.dump(), 200) : detail::json_brief(v); };
+      // an object (a piece's options) or an array (per-layer lists) is shown whole, bounded, so the message shows the difference
+      auto brief = [](const nlohmann::json& v) { return v.is_object() || v.is_array() ? detail::excerpt(v.dump(), 200) : detail::json_brief(v); };
       const std::string in_file = other == a.end() ? std::string("absent") : brief(*other);
       if (other == a.end() || *other != it.value())
         detail::ckpt_fail(fn, path, "config field \"" + it.key() + "\" is " + in_file + " in the file but " + brief(it.value()) + " in the model");

@@ -320,17 +320,6 @@ inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& 
       fail(k, "unknown key (not a ModelConfig field nor an HF key that fbt ignores)");
     }
   }
-  // The window as HF's Qwen3Config reads it: sliding_window only with use_sliding_window; without
-  // layer_types, layers max_window_layers.. are sliding; without a window every layer is full attention.
-  for (std::size_t l = 0; l < c.layer_types.size(); ++l)  // a type fbt does not compute is refused even where HF's window is off
-    if (c.layer_types[l] != "full_attention" && c.layer_types[l] != "sliding_attention")
-      fail("layer_types", "entry " + std::to_string(l) + " is \"" + excerpt(c.layer_types[l], 64) +
-                              "\": fbt implements full_attention and sliding_attention layers");
-  if (!use_sliding) c.sliding_window = 0;
-  if (c.sliding_window == 0) c.layer_types.clear();
-  else if (!has_layer_types)
-    for (int l = 0; l < c.num_hidden_layers && l < ModelLimits::max_hidden_layers; ++l)
-      c.layer_types.push_back(l >= max_window_layers ? "sliding_attention" : "full_attention");
   // Every key that changes the model must be there: an absent one would silently take a default.
   const auto rp = j.find("rope_parameters");
   const bool theta_in_rope_parameters = rp != j.end() && rp->is_object() && rp->contains("rope_theta");
@@ -340,6 +329,30 @@ inline ModelConfig config_from_json(const nlohmann::json& j, const std::string& 
                                      "changes the model")
                        : std::string("missing (a model config must state every field that changes the model; see "
                                      "docs/file-formats.md)"));
+  // The window as HF's Qwen3Config reads it: sliding_window only with use_sliding_window; without
+  // layer_types, layers max_window_layers.. are sliding; without a window every layer is full attention.
+  for (std::size_t l = 0; l < c.layer_types.size(); ++l)  // a type fbt does not compute is refused even where HF's window is off
+    if (c.layer_types[l] != "full_attention" && c.layer_types[l] != "sliding_attention")
+      fail("layer_types", "entry " + std::to_string(l) + " is \"" + excerpt(c.layer_types[l], 64) +
+                              "\": fbt implements full_attention and sliding_attention layers");
+  // Given layer_types have one entry per layer whether or not the window is on, and a sliding_attention entry
+  // needs a window: HF would silently run it as full attention, fbt refuses it (as the command line does).
+  if (has_layer_types && c.layer_types.size() != std::size_t(c.num_hidden_layers))
+    fail("layer_types", "has " + std::to_string(c.layer_types.size()) + " entries, expected one per layer (" + std::to_string(c.num_hidden_layers) +
+                            ") whether or not the window is on");
+  const bool any_sliding = std::find(c.layer_types.begin(), c.layer_types.end(), "sliding_attention") != c.layer_types.end();
+  if (any_sliding && (!use_sliding || c.sliding_window == 0))
+    fail("sliding_window", std::string(!use_sliding ? "use_sliding_window is false" : "sliding_window is " + json_brief(j.value("sliding_window", nlohmann::json(0)))) +
+                               " but layer_types gives sliding_attention layers: give the window (sliding_window >= 1" +
+                               (use_sliding ? "" : ", use_sliding_window true") + ") or make every layer full_attention");
+  if (!use_sliding) c.sliding_window = 0;
+  if (c.sliding_window > 0 && !has_layer_types)  // HF's rule: layers max_window_layers.. are sliding
+    for (int l = 0; l < c.num_hidden_layers && l < ModelLimits::max_hidden_layers; ++l)
+      c.layer_types.push_back(l >= max_window_layers ? "sliding_attention" : "full_attention");
+  // A window that no layer uses: HF's rule derived no sliding layer (or an HF file lists none): no window. An fbt
+  // file that lists its layers and a window none of them uses is refused by validate() below.
+  const bool uses_window = std::find(c.layer_types.begin(), c.layer_types.end(), "sliding_attention") != c.layer_types.end();
+  if (c.sliding_window == 0 || (!uses_window && (!has_layer_types || hf_qwen3))) c.sliding_window = 0, c.layer_types.clear();
   if (c.feedback_source == "layer" && !j.contains("feedback_layer"))
     fail("feedback_layer", "missing: feedback_source \"layer\" needs the block index that is fed back");
   try {

@@ -434,13 +434,23 @@ class Config:
             c.head_dim = 0
         # Hugging Face's sliding-window keys, read as transformers' Qwen3Config reads them (fbt writes
         # use_sliding_window true with its windows; an fbt config without the key means it)
+        # as fbt reads them (io/config_json.hpp): given layer_types have one entry per layer and a sliding layer
+        # needs a window, whether or not the window is on; a window no layer uses is none (HF's rule) or refused
         use = bool(d.get("use_sliding_window", d.get("model_type") != "qwen3"))
+        given_types = bool(c.layer_types)
+        if given_types and len(c.layer_types) != c.num_hidden_layers:
+            raise ValueError(f"model config field layer_types: {len(c.layer_types)} entries for {c.num_hidden_layers} layers")
         c.sliding_window = int(d.get("sliding_window") or 0) if use else 0
-        if c.sliding_window <= 0:
-            c.sliding_window, c.layer_types = 0, []
-        elif not c.layer_types:
+        if "sliding_attention" in c.layer_types and c.sliding_window <= 0:
+            raise ValueError("model config field sliding_window: " + ("use_sliding_window is false" if not use else
+                             f"sliding_window is {d.get('sliding_window')!r}") + " but layer_types gives sliding_attention layers")
+        if c.sliding_window > 0 and not given_types:
             first = int(d.get("max_window_layers", 28))
             c.layer_types = ["sliding_attention" if l >= first else "full_attention" for l in range(c.num_hidden_layers)]
+        if "sliding_attention" not in c.layer_types:
+            if c.sliding_window > 0 and given_types and d.get("model_type") != "qwen3":
+                raise ValueError(f"model config field sliding_window: is {c.sliding_window} but no layer is sliding_attention")
+            c.sliding_window, c.layer_types = 0, []
         return c.validate()
 
     def to_dict(self) -> dict:
@@ -449,7 +459,8 @@ class Config:
         d["head_dim"] = self.hs
         d["model_type"], d["hidden_act"], d["attention_bias"] = "fbt", "silu", False
         for k in ("glu_init", "gated_add_alpha"):
-            d.pop(k)
+        )fbtpy"
+       R"fbtpy(    d.pop(k)
         if self.fuser == "glu":
             d["fuser_options"] = {"init": self.glu_init}
         elif self.fuser == "gated_add":
@@ -473,8 +484,7 @@ class Config:
         return d
 
 
-# T)fbtpy"
-       R"fbtpy(he benchmark configurations (byte vocabulary 257).
+# The benchmark configurations (byte vocabulary 257).
 BENCH_CONFIGS = {
     "tiny": dict(model=dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4,
                             intermediate_size=384), T=128, B=16),
@@ -724,7 +734,8 @@ class Feedback(nn.Module):
         ns = self.state_norm(s)
         if self.kind == "gated_add":
             z = pe + F.linear(ns, self.w_g.weight[:, D:])
-            return e + self.alpha * torch.sigmoid(z) * self.w_s(ns)
+            return e + self.alpha * torch.sigmoid()fbtpy"
+       R"fbtpy(z) * self.w_s(ns)
         return pe + F.linear(ns, self.w_c.weight[:, :D])
 
 
@@ -748,8 +759,7 @@ class Layout:
     plain (B, T) bool or None (position 0 and document starts: never fed back), pos (B, 1, T) RoPE
     positions or None (0..T-1), and per window W a mask (B, 1, T, T) bool, or None for plain causal."""
 
-    def __init__(self, doc_start: Optional[torch.Tensor], T: int, masked: bool, device=None))fbtpy"
-       R"fbtpy(:
+    def __init__(self, doc_start: Optional[torch.Tensor], T: int, masked: bool, device=None):
         self.T, self.plain, self.pos, self.allowed = T, None, None, None
         self._masks: Dict[int, Optional[torch.Tensor]] = {}
         t = torch.arange(T, device=device)
@@ -963,7 +973,8 @@ class FBTCore:
                     elif isinstance(prefix, str):
                         assert prefix == "uniform"
                         p = torch.randint(0, T, (B,), generator=generator).to(tokens.device)
-                    elif isinstance(prefix, int):
+                    el)fbtpy"
+       R"fbtpy(if isinstance(prefix, int):
                         p = torch.full((B,), prefix, dtype=torch.long, device=tokens.device)
                     else:
                         p = prefix[j]
@@ -987,8 +998,7 @@ class FBTCore:
 
 
 class FBT(FBTCore, nn.Module):
-    """The full-bandwi)fbtpy"
-       R"fbtpy(dth transformer as a plain torch module (the benchmark peer's and the interop check's)."""
+    """The full-bandwidth transformer as a plain torch module (the benchmark peer's and the interop check's)."""
 
     def __init__(self, c: Config):
         nn.Module.__init__(self)
@@ -1216,7 +1226,8 @@ class Decoder:
         dev = self.m.model.embed_tokens.weight.device
         logits = self.prefill(cache, torch.tensor([prompt], device=dev), mode)
         out = [int(torch.argmax(logits[0]))]
-        while len(out) < max_new_tokens:
+        while len(out) )fbtpy"
+       R"fbtpy(< max_new_tokens:
             logits = self.step(cache, torch.tensor([out[-1]], device=dev), mode)
             out.append(int(torch.argmax(logits[0])))
         return out

@@ -13,6 +13,7 @@
 // never ask for an allocation, an integer product or a forward that fbt cannot represent.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <sstream>
@@ -278,6 +279,10 @@ inline void ModelConfig::validate() const {
     if (layer_types[l] == "sliding_attention" && sliding_window == 0)
       config_fail(f, "is \"sliding_attention\" but sliding_window is 0 (give the window, e.g. sliding_window 1024)");
   }
+  if (sliding_window > 0 && std::find(layer_types.begin(), layer_types.end(), "sliding_attention") == layer_types.end())
+    config_fail("sliding_window", "is " + std::to_string(sliding_window) + " but no layer is sliding_attention (layer_types " +
+                                      (layer_types.empty() ? std::string("not given") : "all full_attention") +
+                                      "): give the sliding layers (layer_types, or window_pattern e.g. SSSL) or sliding_window 0");
   // Reals: finite and in range (a NaN fails every comparison, so each test is written to catch it).
   using detail::config_num;
   if (!(std::isfinite(rope_theta) && rope_theta > 0)) config_fail("rope_theta", "must be a finite number > 0, got " + config_num(rope_theta));

@@ -42,9 +42,10 @@ struct BusyGuard {
   ~BusyGuard() { flag = false; }
 };
 
-/// max_new_tokens: >= 0 and small enough to be a position count.
+/// max_new_tokens: >= 1 (as `fbt sample --max_new_tokens` refuses 0: a call that generates nothing is a mistake)
+/// and small enough to be a position count.
 inline int max_new_tokens_arg(long long v, int max_position_embeddings) {
-  if (v < 0) value_error("max_new_tokens: must be >= 0, got " + std::to_string(v));
+  if (v < 1) value_error("max_new_tokens: must be >= 1 (as fbt sample's --max_new_tokens), got " + std::to_string(v));
   if (v > max_position_embeddings)
     value_error("max_new_tokens: " + std::to_string(v) + " is more than the model's max_position_embeddings (" + std::to_string(max_position_embeddings) + ")");
   return int(v);

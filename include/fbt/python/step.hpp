@@ -11,6 +11,8 @@
 #pragma once
 
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -242,10 +244,18 @@ inline void bind_step(nb::module_& m) {
   auto check_betas = [](const std::pair<double, double>& b) {
     if (!(b.first >= 0 && b.first < 1) || !(b.second >= 0 && b.second < 1)) value_error("betas: each must be in [0, 1)");
   };
+  // every setting checked when the optimizer is made, in the training config's ranges (train/config_validate.hpp),
+  // not at its first step(): a ValueError naming the argument
+  auto check_real = [](const char* name, double v, bool zero_ok, double hi = std::numeric_limits<double>::infinity()) {
+    if (!(std::isfinite(v) && (zero_ok ? v >= 0 : v > 0) && v < hi))
+      value_error(std::string(name) + ": must be a finite number " + (zero_ok ? ">= 0" : "> 0") + (std::isfinite(hi) ? " and < " + fbt::detail::num(hi) : std::string()) +
+                  ", got " + fbt::detail::num(v));
+  };
   m.def(
       "AdamW",
-      [make_opt, check_betas](nb::handle model, double lr, std::pair<double, double> betas, double eps, double weight_decay) {
+      [make_opt, check_betas, check_real](nb::handle model, double lr, std::pair<double, double> betas, double eps, double weight_decay) {
         check_betas(betas);
+        check_real("lr", lr, false), check_real("eps", eps, false), check_real("weight_decay", weight_decay, true);
         OptimizerArgs a;
         a.lr = lr, a.beta1 = betas.first, a.beta2 = betas.second, a.eps = eps, a.weight_decay = weight_decay;
         return make_opt(model, "adamw", a);
@@ -254,9 +264,13 @@ inline void bind_step(nb::module_& m) {
       "AdamW over every parameter (train/adamw.hpp; decay on matrices only), the trainer's `optimizer adamw`.");
   m.def(
       "NorMuon",
-      [make_opt, check_betas](nb::handle model, double lr, double matrix_lr, std::pair<double, double> betas, double eps, double weight_decay,
-                              double matrix_weight_decay, double momentum, double beta2, int ns_steps) {
+      [make_opt, check_betas, check_real](nb::handle model, double lr, double matrix_lr, std::pair<double, double> betas, double eps, double weight_decay,
+                                          double matrix_weight_decay, double momentum, double beta2, int ns_steps) {
         check_betas(betas);
+        check_real("lr", lr, false), check_real("matrix_lr", matrix_lr, false), check_real("eps", eps, false);
+        check_real("weight_decay", weight_decay, true), check_real("matrix_weight_decay", matrix_weight_decay, true);
+        check_real("momentum", momentum, true, 1.0), check_real("beta2", beta2, true, 1.0);
+        if (ns_steps < 1 || ns_steps > 100) value_error("ns_steps: must be in [1, 100], got " + std::to_string(ns_steps));
         OptimizerArgs a;
         a.lr = lr, a.beta1 = betas.first, a.beta2 = betas.second, a.eps = eps, a.weight_decay = weight_decay;
         a.matrix_lr = matrix_lr, a.matrix_weight_decay = matrix_weight_decay, a.muon_momentum = momentum, a.normuon_beta2 = beta2, a.ns_steps = ns_steps;
@@ -270,6 +284,8 @@ inline void bind_step(nb::module_& m) {
       "clip_grad_norm",
       [model_arg](nb::handle model, double max_norm) {
         P& pm = model_arg(model);
+        // as the trainer's grad_clip, but "off" is not asked by calling it: a finite max_norm > 0
+        if (!(std::isfinite(max_norm) && max_norm > 0)) value_error("max_norm: must be a finite number > 0, got " + fbt::detail::num(max_norm));
         nb::gil_scoped_release nogil;
         return clip_grad_norm(pm.impl->params(), max_norm);
       },

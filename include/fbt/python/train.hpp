@@ -78,6 +78,12 @@ inline cli::Args train_args(nb::handle config, const nb::kwargs& kw) {
   cli::Args a;
   auto add = [&](const std::string& k, nb::handle v) {
     if (v.is_none()) return;  // None: the field's default
+    if (nb::isinstance<nb::str>(v))  // typed as a config file's values: {"steps": "3"} is refused, not read as 3
+      for (const auto& f : train_config_fields())
+        if (f.name == k && (f.kind == ConfigField::Kind::integer || f.kind == ConfigField::Kind::real || f.kind == ConfigField::Kind::boolean))
+          throw nb::type_error(("fbt.train: " + fbt::detail::excerpt(k) + " must be " + (f.kind == ConfigField::Kind::boolean ? "a bool" : "a number") +
+                                ", got the string " + fbt::detail::quote_value(nb::cast<std::string>(v)))
+                                   .c_str());
     for (auto& kv : a)
       if (kv.first == k) {
         kv.second = flag_text(k, v);

@@ -3,6 +3,7 @@
 // and whether `fbt train --resume` may change it; set_config_field(s) and nanochat's window pattern.
 #pragma once
 
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <type_traits>
@@ -161,6 +162,7 @@ inline const std::vector<ConfigField>& train_config_fields() {
                  },
                  [](const TrainConfig& c) { return detail::format_name_list(c.model.layer_blocks); }});
     v.back().omit_default = true;
+    v.back().kind = ConfigField::Kind::name_list;  // an array of names in a file, as layer_types (it was refused: "must be a string")
     v.push_back({"block_options", "the block's own options as a JSON object; one at a time: --block.NAME VALUE",
                  [](TrainConfig& c, const std::string& s) { c.model.block_options = detail::parse_options_text("block_options", s); },
                  [](const TrainConfig& c) { return options_to_json(c.model.block_options).dump(); }});
@@ -285,6 +287,40 @@ inline void set_config_field(TrainConfig& c, const std::string& name, const std:
   throw Error("unknown config field \"" + detail::excerpt(name) + "\" (see fbt train --help for the list)");
 }
 
+namespace detail {
+/// Whether an option given as text (--fuser.alpha 0.5) has the value `v` (from a fuser_options object): numbers
+/// compare as numbers (0.50 is 0.5), booleans and strings as written.
+inline bool option_text_equals(const OptionValue& v, const std::string& text) {
+  if (v.kind == OptionValue::Int || v.kind == OptionValue::Real) {
+    char* end = nullptr;
+    const double x = std::strtod(text.c_str(), &end);
+    return !text.empty() && end == text.c_str() + text.size() && x == (v.kind == OptionValue::Int ? double(v.i) : v.r);
+  }
+  if (v.kind == OptionValue::Bool) return text == (v.b ? "true" : "false");
+  return v.s == text;
+}
+}  // namespace detail
+
+/// \brief Refuses one option given in two spellings with different values in one source (the flags, or one
+/// file): {"fuser_options": {"alpha": 0.5}} and fuser.alpha 0.3 (which one won depended on their order).
+/// `fields` holds (name, value as text) pairs, a *_options value being its JSON object's text.
+template <class Range> void check_option_spellings(const Range& fields, const std::string& where) {
+  for (const char* piece : {"fuser", "block", "optimizer"}) {
+    const std::string whole = std::string(piece) + "_options", pre = std::string(piece) + ".";
+    for (const auto& w : fields) {
+      if (w.first != whole) continue;
+      const Options o = detail::parse_options_text(whole.c_str(), w.second);
+      for (const auto& one : fields) {
+        if (one.first.rfind(pre, 0) != 0) continue;
+        const auto it = o.find(one.first.substr(pre.size()));
+        if (it != o.end() && !detail::option_text_equals(it->second, one.second))
+          throw Error(where + "option " + detail::excerpt(one.first) + " is given twice with different values: " + detail::excerpt(one.second) +
+                      " (" + detail::excerpt(one.first) + ") and " + detail::excerpt(it->second.str()) + " (" + whole + "): give one of them");
+      }
+    }
+  }
+}
+
 /// \brief The layer types of nanochat's window pattern over L layers: letter l % |pattern| of the pattern
 /// (S: sliding_attention, L: full_attention, either case), and the last layer full_attention whatever its
 /// letter (nanochat gives the last layer the full context). Throws fbt::Error naming window_pattern.
@@ -303,10 +339,17 @@ inline std::vector<std::string> window_pattern_layer_types(const std::string& pa
   return t;
 }
 /// \brief model.layer_types from window_pattern (when given), over model.num_hidden_layers: called once every
-/// field is set (the pattern and the number of layers may come in either order).
-inline void apply_window_pattern(TrainConfig& c) {
+/// field is set (the pattern and the number of layers may come in either order). `layer_types_given`: the same
+/// config also set layer_types itself (a flag, a file key, a grid run); two spellings of the layers that
+/// disagree are refused, naming both, rather than the pattern silently winning.
+inline void apply_window_pattern(TrainConfig& c, bool layer_types_given = false) {
   if (c.window_pattern.empty() || c.model.num_hidden_layers <= 0 || c.model.num_hidden_layers > ModelLimits::max_hidden_layers) return;
-  c.model.layer_types = window_pattern_layer_types(c.window_pattern, c.model.num_hidden_layers);
+  std::vector<std::string> types = window_pattern_layer_types(c.window_pattern, c.model.num_hidden_layers);
+  if (layer_types_given && c.model.layer_types != types)
+    throw Error("invalid training config: window_pattern " + detail::quote_value(c.window_pattern) + " gives layer_types " +
+                detail::format_name_list(types) + " but layer_types is given as " + detail::quote_value(detail::format_name_list(c.model.layer_types)) +
+                ": give one of them");
+  c.model.layer_types = std::move(types);
 }
 
 /// \brief Sets several fields, `preset` first (whatever its place), then the others in order: a preset is
@@ -314,9 +357,11 @@ inline void apply_window_pattern(TrainConfig& c) {
 template <class Range> void set_config_fields(TrainConfig& c, const Range& fields) {
   for (const auto& kv : fields)
     if (kv.first == "preset") set_config_field(c, kv.first, kv.second);
+  check_option_spellings(fields, "invalid training config: ");
+  bool layer_types_given = false;
   for (const auto& kv : fields)
-    if (kv.first != "preset") set_config_field(c, kv.first, kv.second);
-  apply_window_pattern(c);
+    if (kv.first != "preset") set_config_field(c, kv.first, kv.second), layer_types_given = layer_types_given || kv.first == "layer_types";
+  apply_window_pattern(c, layer_types_given);
 }
 
 }  // namespace fbt

@@ -44,7 +44,7 @@ inline void check_config_value_type(const std::string& key, const nlohmann::json
     if (f.kind == K::int_list && !v.is_array() && !v.is_string()) want = "an array of integers (or their text, \"256,128\")";
     if (f.kind == K::name_list && !v.is_array() && !v.is_string()) want = "an array of strings (or their text, \"a,b\")";
     if (f.kind == K::text && !v.is_string()) want = "a string";
-    if (f.kind == K::object && !v.is_object() && !v.is_string()) want = "a JSON object";
+    if (f.kind == K::object && !v.is_object()) want = "a JSON object {option: value}";  // a string is text to parse: only a flag gives that
     if (want)
       throw Error(where + ": field " + excerpt(key) + " must be " + want + ", got " + v.type_name() + " " + json_brief(v));
     return;
@@ -68,6 +68,7 @@ inline void apply_json(TrainConfig& c, const nlohmann::json& j, const std::strin
       throw Error(where + ": " + e.what());
     }
   }
+  std::vector<std::pair<std::string, std::string>> as_text;  // the file's values as the flags give them (check_option_spellings)
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string key = detail::excerpt(it.key());
     if (it.key() == "preset") continue;
@@ -89,11 +90,13 @@ inline void apply_json(TrainConfig& c, const nlohmann::json& j, const std::strin
     } else if (it->is_object() && (it.key() == "fuser_options" || it.key() == "block_options" || it.key() == "optimizer_options")) {
       v = it->dump();  // the piece's options: typed as the file gives them
     } else throw Error(where + ": field " + key + " must be a string, number, boolean or array of integers, got " + it->type_name());
-    try {
-      set_config_field(c, it.key(), v);
-    } catch (const Error& e) {
-      throw Error(where + ": " + e.what());
-    }
+    as_text.push_back({it.key(), v});
+  }
+  try {
+    check_option_spellings(as_text, "");
+    for (const auto& kv : as_text) set_config_field(c, kv.first, kv.second);
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what());
   }
 }
 
@@ -159,9 +162,12 @@ TrainConfig make_train_config(const std::string& config_file, const Range& flags
     if (kv.first == "init_from") init_from = kv.second;
   if (!init_from.empty() && read_config) init_from_stack(c.model, read_config(init_from));
   if (!config_file.empty()) apply_json(c, file, where, true);
+  check_option_spellings(flags, "invalid training config: ");
+  // a file's layer_types count as given unless the file also has window_pattern (a run's record, which has both)
+  bool layer_types_given = file.is_object() && file.contains("layer_types") && !file.contains("window_pattern");
   for (const auto& kv : flags)
-    if (kv.first != "preset") set_config_field(c, kv.first, kv.second);
-  apply_window_pattern(c);
+    if (kv.first != "preset") set_config_field(c, kv.first, kv.second), layer_types_given = layer_types_given || kv.first == "layer_types";
+  apply_window_pattern(c, layer_types_given);
   make_baseline_single_pass(c);
   return c;
 }

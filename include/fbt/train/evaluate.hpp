@@ -12,6 +12,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -20,10 +21,36 @@
 #include "../decode/decoder.hpp"
 #include "../model/multipass.hpp"
 #include "reports.hpp"
+#include "run_dir.hpp"
 
 namespace fbt {
 
 /// The largest position within a document that gets its own entry in a loss-by-position table.
+/// \brief Thrown by the evaluation loops at a window boundary when a stop signal arrived while a run watches
+/// for one (Trainer::run: detail::EvalStopWatch): a long evaluation does not hold up SIGTERM.
+struct EvalInterrupted : Error {
+  using Error::Error;
+};
+namespace detail {
+/// How many runs of this process let a stop signal interrupt their evaluations.
+inline std::atomic<int>& eval_stop_watchers() {
+  static std::atomic<int> n{0};
+  return n;
+}
+/// Lets a stop signal interrupt evaluations while it lives (a run's run()).
+struct EvalStopWatch {
+  EvalStopWatch() { ++eval_stop_watchers(); }
+  ~EvalStopWatch() { --eval_stop_watchers(); }
+  EvalStopWatch(const EvalStopWatch&) = delete;
+  EvalStopWatch& operator=(const EvalStopWatch&) = delete;
+};
+/// A window boundary of an evaluation: throws EvalInterrupted when a watched stop signal arrived.
+inline void eval_window_boundary() {
+  if (eval_stop_watchers().load() > 0 && stop_signal().load() != 0)
+    throw EvalInterrupted("evaluation interrupted by " + signal_name(stop_signal().load()) + " at a window boundary");
+}
+}  // namespace detail
+
 inline constexpr int kMaxLossPositions = 256;
 
 /// \brief Sums of a per-target loss by the target's position within its document.
@@ -112,6 +139,7 @@ std::vector<double> evaluate_passes(Be& be, const M& m, const Weights<typename M
   std::vector<T> losses;  // (nb * Tn) this pass's per-target losses, on the host
   PassRunner<M, Be> run(be, m, wt, w);
   for (int w0 = 0; w0 < nw; w0 += B) {
+    detail::eval_window_boundary();
     const int nb = std::min(B, nw - w0);
     tok.clear(), tgt.clear(), ds.clear();
     for (int i = 0; i < nb; ++i) {
@@ -187,6 +215,7 @@ double sequential_loss(Decoder<M, Be>& dec, const DataSource& data, int Tn, int 
     if (by_position) by_position->add(pos[std::size_t(t)], l);
   };
   for (int i = 0; i < nw; ++i) {
+    detail::eval_window_boundary();
     data.eval_window(i, Tn, tok, tgt, ds);
     target_positions(tgt.data(), ds.data(), Tn, pos.data(), data.doc_sep());
     auto s = dec.new_sequence(Tn, mode);

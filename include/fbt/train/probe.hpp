@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 #include <string>
 #include <vector>
@@ -259,6 +260,30 @@ struct ProbeResult {
   std::vector<std::string> skipped;  ///< modes the model cannot run (a baseline's feedback prefills)
 };
 
+/// \brief Refuses (fbt::Error, one line) a set of probe items no probe can be scored on, before any feature is
+/// computed: fewer than 2 classes (a one-class probe is right by construction: accuracy 1 at chance 1), fewer
+/// distinct groups than folds, in all the items or (per_setting) in one setting's.
+inline void check_probe_items(const std::vector<ProbeExample>& ex, const std::vector<std::string>& classes, const ProbeOptions& o) {
+  if (ex.empty()) throw Error("probe: no items");
+  if (classes.size() < 2)
+    throw Error("probe: the items have " + std::to_string(classes.size()) + " class" + (classes.empty() ? "es" : " (" + detail::excerpt(classes[0]) + ")") +
+                ": a probe needs at least 2 (one class is predicted right by construction, accuracy 1 at chance 1)");
+  if (o.folds < 2) throw Error("probe: folds must be >= 2, got " + std::to_string(o.folds));
+  std::map<std::string, std::set<std::int64_t>> groups;  // "" = all items
+  for (const auto& e : ex) {
+    groups[""].insert(e.group);
+    if (o.per_setting) groups[e.setting].insert(e.group);
+  }
+  const bool several = groups.size() > 2 || (groups.size() == 2 && !groups.count(""));
+  for (const auto& g : groups) {
+    if (!g.first.empty() && !several) continue;
+    if (int(g.second.size()) < o.folds)
+      throw Error("probe: " + (g.first.empty() ? std::string("the items hold ") : "setting \"" + detail::excerpt(g.first) + "\" holds ") +
+                  std::to_string(g.second.size()) + " distinct group(s), fewer than the " + std::to_string(o.folds) +
+                  " folds of the cross-validation (give more items or groups, or fewer folds)");
+  }
+}
+
 /// \brief Probes a model: features per (mode, depth), grouped cross-validated accuracy, Wilson intervals.
 template <class M> ProbeResult run_probe(const M& m, const std::vector<ProbeExample>& ex, const std::vector<std::string>& classes, const ProbeOptions& o,
                                          int sep = kSep) {
@@ -273,6 +298,7 @@ template <class M> ProbeResult run_probe(const M& m, const std::vector<ProbeExam
     if (std::find(settings.begin(), settings.end(), ex[i].setting) == settings.end()) settings.push_back(ex[i].setting);
   }
   r.chance = double(*std::max_element(count.begin(), count.end())) / n;
+  check_probe_items(ex, classes, o);  // before any feature is computed: a bad set is refused at once
   for (const std::string& ms : o.modes) {
     const PrefillSpec p = PrefillSpec::parse(ms);
     if (p.kind != PrefillSpec::kStandard && !m.feedback()) {

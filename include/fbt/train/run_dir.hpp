@@ -5,7 +5,9 @@
 //                         directory or one this process cannot write
 //   lock_run_dir(dir)     an exclusive flock on dir/run.lock, which holds the holder's process id; a second
 //                         process is refused naming that id. The kernel releases the lock when the holder
-//                         exits in any way (a crash, kill -9); within one process the same lock is shared.
+//                         exits in any way (a crash, kill -9); within one process the same lock is shared,
+//                         and claim() lets one run at a time use it. Opened with O_NOFOLLOW, never truncated,
+//                         removed by its holder (a symlink or a hard link as run.lock is refused).
 //   stop signals          install_stop_handlers(): the first SIGTERM or SIGINT sets stop_signal() (the
 //                         trainer finishes its step, writes a checkpoint and returns); a second one ends the
 //                         process at once, by that signal.
@@ -15,6 +17,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -49,42 +52,81 @@ inline void prepare_out_dir(const std::string& dir) {
 }
 
 /// An exclusive lock on a run directory (lock_run_dir): held while the object lives, or until the process ends.
+///
+/// dir/run.lock is opened with O_NOFOLLOW and must be a regular file with one link (a symbolic or hard link
+/// to another file is refused: its target is never written); it is never truncated: the holder's process id
+/// is written over its first bytes, padded to a fixed width. The holder removes the file when it lets go,
+/// so a refused or finished run leaves no run.lock behind; a process that locked a file another just removed
+/// notices (the path no longer names the inode it holds) and takes the new one.
+/// Within one process the lock is shared (lock_run_dir); claim() makes one run its user at a time.
 class RunDirLock {
  public:
-  explicit RunDirLock(const std::string& dir) : path_(dir + "/run.lock") {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw Error("out_dir '" + detail::excerpt(dir, 400) + "': cannot open its lock file run.lock: " + std::strerror(errno));
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      const int err = errno;
-      char buf[32] = {0};
-      const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
-      std::string pid = n > 0 ? std::string(buf, std::size_t(n)) : std::string();
-      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
-      ::close(fd_);
-      if (err == EWOULDBLOCK)
-        throw Error("out_dir '" + detail::excerpt(dir, 400) + "' is in use by another run (process " + (pid.empty() ? std::string("?") : detail::excerpt(pid)) +
-                    " holds its lock file run.lock): wait for it to end, or choose another out_dir");
-      throw Error("out_dir '" + detail::excerpt(dir, 400) + "': cannot lock run.lock: " + std::strerror(err));
+  explicit RunDirLock(const std::string& dir) : dir_(detail::excerpt(dir, 400)), path_(dir + "/run.lock") {
+    for (int attempt = 0;; ++attempt) {
+      fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+      if (fd_ < 0) {
+        const int err = errno;
+        if (err == ELOOP) refuse("its lock file run.lock is a symbolic link: refused (fbt writes only a file of its own; remove the link)");
+        refuse(std::string("cannot open its lock file run.lock: ") + std::strerror(err));
+      }
+      struct stat st;
+      if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) close_and_refuse("its lock file run.lock is not a regular file: refused (remove it)");
+      if (st.st_nlink > 1)
+        close_and_refuse("its lock file run.lock has " + std::to_string(st.st_nlink) + " links (a hard link to another file): refused (remove it)");
+      if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        char buf[32] = {0};
+        const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+        std::string pid = n > 0 ? std::string(buf, std::size_t(n)) : std::string();
+        while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+        if (err == EWOULDBLOCK)
+          close_and_refuse("is in use by another run (process " + (pid.empty() ? std::string("?") : detail::excerpt(pid)) +
+                           " holds its lock file run.lock): wait for it to end, or choose another out_dir");
+        close_and_refuse(std::string("cannot lock run.lock: ") + std::strerror(err));
+      }
+      struct stat now;  // the holder before us may have removed the file between our open and our lock
+      if (::lstat(path_.c_str(), &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino) break;
+      ::close(fd_), fd_ = -1;
+      if (attempt >= 100) refuse("cannot take its lock file run.lock: it keeps being replaced");
     }
-    const std::string pid = std::to_string(::getpid()) + "\n";
-    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != ssize_t(pid.size())) {
+    const std::string pid = padded_pid(std::to_string(::getpid()));
+    if (::pwrite(fd_, pid.data(), pid.size(), 0) != ssize_t(pid.size())) {
       // the lock holds without the id; a second run then names the holder "?"
     }
   }
   ~RunDirLock() {
     if (fd_ >= 0) {
-      if (::ftruncate(fd_, 0) != 0) {  // the id of a process that no longer holds the lock would mislead
-      }
-      ::close(fd_);  // releases the flock
+      ::unlink(path_.c_str());  // still holding the lock: a process waiting on this inode sees it gone and retries
+      ::close(fd_);             // releases the flock
     }
   }
   RunDirLock(const RunDirLock&) = delete;
   RunDirLock& operator=(const RunDirLock&) = delete;
   const std::string& path() const { return path_; }
 
+  /// \brief Makes the caller the directory's one run in this process until the returned guard ends (Trainer::run
+  /// holds one): a second run on the same out_dir in this process (two fbt.train calls) is refused at once.
+  std::shared_ptr<void> claim() {
+    bool free = false;
+    if (!claimed_.compare_exchange_strong(free, true))
+      throw Error("out_dir '" + dir_ + "' is in use by another run in this process: wait for it to end, or choose another out_dir");
+    return std::shared_ptr<void>(nullptr, [this](void*) { claimed_ = false; });
+  }
+
  private:
-  std::string path_;
+  [[noreturn]] void refuse(const std::string& what) { throw Error("out_dir '" + dir_ + "'" + (what.rfind("is ", 0) == 0 ? " " : ": ") + what); }
+  [[noreturn]] void close_and_refuse(const std::string& what) {
+    ::close(fd_), fd_ = -1;
+    refuse(what);
+  }
+  /// The id over the file's first bytes, padded with spaces to a fixed width (the file is never truncated).
+  static std::string padded_pid(std::string id) {
+    id.resize(20, ' ');
+    return id + "\n";
+  }
+  std::string dir_, path_;
   int fd_ = -1;
+  std::atomic<bool> claimed_{false};
 };
 
 /// \brief The lock of run directory `dir` (prepare_out_dir first creates it): taken now, or shared with

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -97,6 +98,8 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
     if (own) {
       data_describe_ = data->describe();
       if (data_describe_.empty()) data_describe_ = "a data source of the program's own";
+    } else {
+      data_identity_ = data_identity(cfg);  // the files it reads: recorded with each checkpoint, compared on resume
     }
     if (cfg.precision == "bf16" && !std::is_same<T, float>::value)
       throw Error("invalid training config: precision: bf16 needs a float model (this Trainer's scalar is not float)");
@@ -210,6 +213,9 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
       const ScopedMatmulPrecision mp(parse_precision(cfg.precision));  // the forward and backward products only; the optimizer is fp32
       for (int a = 0; a < cfg.grad_accum; ++a) {
         data->sample_batch(data_rng, B, Tn, tok_, tgt_, ds_);
+        if (std::none_of(tgt_.begin(), tgt_.end(), [](int t) { return t >= 0; }))  // loss 0 and no gradient: nothing to learn
+          throw Error("training stopped at step " + std::to_string(step) + ": the batch has no target (every one of its " + std::to_string(tgt_.size()) +
+                      " targets is masked: " + data->describe() + "); a longer seq_len keeps more of each example");
         try {
           const Batch batch{B, Tn, tok_.data(), tgt_.data(), ds_.data()};
           if constexpr (!on_cpu) dev_->multipass_step(batch, o, st_);
@@ -285,13 +291,14 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
 
   /// \brief Writes dir/model.safetensors and dir/train_state.safetensors as one unit: both go to dir.tmp,
   /// then dir.tmp replaces dir (the previous checkpoint is kept as dir.old until the new one is in place).
-  /// The temporary directory is dir.tmp.<pid>, this process's own; one of a process that no longer
+  /// The temporary directory is dir.tmp.<pid>.<n>, this save's own; one of a process that no longer
   /// exists (a killed run) is removed, as is dir.tmp of older versions.
   /// On another backend than the CPU's the host model is refreshed from it first (sync_host).
   void save_checkpoint(const std::string& dir) const {
     namespace fs = std::filesystem;
     sync_host();
-    const std::string tmp = dir + ".tmp." + std::to_string(::getpid()), old = dir + ".old";
+    static std::atomic<unsigned long> saves{0};  // dir.tmp.<pid>.<n>: two runs of one process never share a temporary directory
+    const std::string tmp = dir + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(saves++), old = dir + ".old";
     remove_stale_checkpoint_temps(dir);
     fs::remove_all(tmp);
     fs::create_directories(tmp);
@@ -303,6 +310,10 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
                                              {"sched_rng", sched_rng.state()}, {"train_config", to_json(cfg).dump()},
                                              {"optimizer", cfg.optimizer}};
     if (!data_describe_.empty()) extra["data_source"] = data_describe_;
+    if (!data_identity_.empty()) extra["data_identity"] = data_identity_;
+    extra["weights_hash"] = weights_hash(model.params);  // pairs this state with the weights saved beside it
+    // how the run was distributed when this was written (any N gives the same run: a record, not a check)
+    extra["distributed"] = comm_->size() > 1 ? std::string(comm_->name()) + " over " + std::to_string(comm_->size()) + " ranks" : std::string("none");
     save_train_state(tmp + "/train_state.safetensors", model.params, extra, optimizer_state_refs());
     fs::remove_all(old);
     if (fs::exists(dir)) fs::rename(dir, old);
@@ -403,6 +414,14 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
     if (it == mf.metadata.end() || it->second != std::to_string(t->step))
       throw Error("checkpoint '" + dir + "': model.safetensors (step " + (it == mf.metadata.end() ? std::string("?") : detail::excerpt(it->second)) +
                   ") and train_state.safetensors (step " + std::to_string(t->step) + ") are from different steps");
+    // the pair of files and the data must be the run's: a model.safetensors from another save of the same shape,
+    // or a data file changed since, would resume silently into another run
+    if (auto wh = f.metadata.find("weights_hash"); wh != f.metadata.end() && wh->second != weights_hash(t->model.params))
+      throw Error("checkpoint '" + dir + "': model.safetensors is not the file its train_state.safetensors was saved with (weights hash " +
+                  weights_hash(t->model.params) + ", the state records " + detail::excerpt(wh->second) + "): both files must come from one save");
+    if (auto di = f.metadata.find("data_identity"); di != f.metadata.end() && !t->data_identity_.empty() && di->second != t->data_identity_)
+      throw Error("checkpoint '" + dir + "': the run's data changed since it was saved (then " + detail::excerpt(di->second, 300) + "; now " +
+                  detail::excerpt(t->data_identity_, 300) + "): resume needs the data it trained on");
     return t;
   }
 
@@ -419,10 +438,12 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
     if (!lead) out = nullptr;
     std::ofstream log, elog;
     std::string setup_error;
+    std::shared_ptr<void> run_claim;  // released however run() ends
     if (lead) {
       try {
         prepare_out_dir(cfg.out_dir);
         run_lock_ = lock_run_dir(cfg.out_dir);  // held from here: the check below cannot race another run's start
+        run_claim = run_lock_->claim();         // and this run is its one user in this process until run() returns
         if (step == 0 && std::filesystem::exists(cfg.out_dir + "/checkpoint"))
           throw Error("out_dir '" + cfg.out_dir + "' already holds a run (checkpoint/): resume it with --resume " + cfg.out_dir +
                       "/checkpoint, or choose another out_dir");
@@ -445,6 +466,8 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
     if (out && cfg.precision == "bf16")
       std::fprintf(out, "  precision bf16: matrix products with bf16 operands and fp32 sums (%s); weights, optimizer, norms, loss fp32\n",
                    gemm_bf16_impl(256, 256, 256).c_str());
+    const detail::EvalStopWatch eval_watch;  // from here a stop signal also interrupts an evaluation, at a window boundary
+    bool final_eval_interrupted = false;
     const auto t0 = std::chrono::steady_clock::now();
     const double tok0 = tokens;
     double step_s = 0, opt_s = 0, comm_s = 0;  // this process's steps: their time, the optimizer's and the exposed communication's part
@@ -472,8 +495,16 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
       const bool last = step == cfg.steps;
       const bool observer_go_on = !on_step || on_step(r);
       if (comm_->size() > 1 && ((cfg.dist_check_every > 0 && step % cfg.dist_check_every == 0) || last)) check_same_parameters();
+      bool eval_interrupted = false;
       if (lead && ((cfg.eval_every > 0 && step % cfg.eval_every == 0) || last)) {
-        const EvalReport e = evaluate();
+        EvalReport e;
+        try {
+          e = evaluate();  // a stop signal interrupts it at a window boundary (EvalStopWatch below)
+        } catch (const EvalInterrupted& x) {
+          eval_interrupted = true;
+          if (out) std::fprintf(out, "%s  eval @ step %ld: %s; not recorded\n", cfg.progress ? "\n" : "", step, x.what());
+        }
+      if (!eval_interrupted) {
         nlohmann::json ej = eval_losses_json(e);
         ej["step"] = e.step, ej["tokens"] = e.tokens, ej["compute_tokens"] = compute_tokens;
         elog << ej.dump() << std::endl;
@@ -490,6 +521,8 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
           std::fprintf(out, "\n");
         }
       }
+      }
+      final_eval_interrupted = last && eval_interrupted;
       // a stop signal (SIGTERM, SIGINT) or the observer's false: this step is done; a checkpoint of it,
       // then return. Every rank stops at the same step (the signal may reach the ranks at different times).
       double stops[2] = {double(stop_signal().load()), observer_go_on ? 0.0 : 1.0};  // (signal, observer)
@@ -526,6 +559,13 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
                    dist_->buckets_used());
     if (out) std::fprintf(out, "  %.3gM training tokens, %.3gM token-equivalent compute (%.3fx), checkpoint in %s/checkpoint\n", tokens / 1e6,
                           compute_tokens / 1e6, compute_tokens / std::max(tokens, 1.0), cfg.out_dir.c_str());
+    if (stopped_by != 0) {  // the signal came during the last step or the final evaluation: the run is complete, not stopped
+      if (out)
+        std::fprintf(out, "fbt train: %s after the last step (%ld of %ld): the run is complete, checkpoint in %s/checkpoint%s\n",
+                     signal_name(stopped_by).c_str(), step, cfg.steps, cfg.out_dir.c_str(),
+                     final_eval_interrupted ? "; its final evaluation was interrupted (fbt eval --checkpoint <it> gives it)" : "");
+      stopped_by = 0;  // exit status 0: a scheduler must not run a finished run again
+    }
   }
 
   /// The decoder over the trained weights (on the trainer's backend).
@@ -569,7 +609,7 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
     for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
       if (name.rfind(prefix, 0) != 0) continue;
-      const std::string id = name.substr(prefix.size());
+      const std::string rest = name.substr(prefix.size()), id = rest.substr(0, rest.find('.'));  // <pid> or <pid>.<n>
       if (id.empty() || id.size() > 10 || id.find_first_not_of("0123456789") != std::string::npos) continue;
       const long pid = std::stol(id);
       if (pid == long(::getpid())) continue;
@@ -631,6 +671,24 @@ template <class M, class Be = CpuBackend<typename M::Scalar>> class Trainer {
   std::unique_ptr<BackendOptimizer<M, Be>> dev_opt_;  // !on_cpu: the optimizer state on Be
   std::unique_ptr<Decoder<M, Be>> dec_;
   std::string data_describe_;  // a program's own data source (Trainer(cfg, source)): recorded, checked on resume
+  std::string data_identity_;  // the data files' identity (data_identity): recorded, checked on resume
+
+  /// A 64-bit hash of the weights (their bytes, 8 at a time), as hex: written beside the optimizer state, so a
+  /// resume notices a model.safetensors that is not the one saved with it.
+  static std::string weights_hash(const ParamStore<T>& ps) {
+    const auto* b = reinterpret_cast<const unsigned char*>(ps.values());
+    const std::size_t n = ps.size() * sizeof(T);
+    std::uint64_t h = 1469598103934665603ull;
+    for (std::size_t i = 0; i < n; i += 8) {
+      std::uint64_t w = 0;
+      std::memcpy(&w, b + i, std::min<std::size_t>(8, n - i));
+      h = (h ^ w) * 1099511628211ull;
+      h ^= h >> 29;
+    }
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    return hex;
+  }
   std::unique_ptr<ParallelStepper<M>> par_;
   LocalComm local_comm_;
   Communicator* comm_ = &local_comm_;

@@ -183,13 +183,23 @@ class Config:
             c.head_dim = 0
         # Hugging Face's sliding-window keys, read as transformers' Qwen3Config reads them (fbt writes
         # use_sliding_window true with its windows; an fbt config without the key means it)
+        # as fbt reads them (io/config_json.hpp): given layer_types have one entry per layer and a sliding layer
+        # needs a window, whether or not the window is on; a window no layer uses is none (HF's rule) or refused
         use = bool(d.get("use_sliding_window", d.get("model_type") != "qwen3"))
+        given_types = bool(c.layer_types)
+        if given_types and len(c.layer_types) != c.num_hidden_layers:
+            raise ValueError(f"model config field layer_types: {len(c.layer_types)} entries for {c.num_hidden_layers} layers")
         c.sliding_window = int(d.get("sliding_window") or 0) if use else 0
-        if c.sliding_window <= 0:
-            c.sliding_window, c.layer_types = 0, []
-        elif not c.layer_types:
+        if "sliding_attention" in c.layer_types and c.sliding_window <= 0:
+            raise ValueError("model config field sliding_window: " + ("use_sliding_window is false" if not use else
+                             f"sliding_window is {d.get('sliding_window')!r}") + " but layer_types gives sliding_attention layers")
+        if c.sliding_window > 0 and not given_types:
             first = int(d.get("max_window_layers", 28))
             c.layer_types = ["sliding_attention" if l >= first else "full_attention" for l in range(c.num_hidden_layers)]
+        if "sliding_attention" not in c.layer_types:
+            if c.sliding_window > 0 and given_types and d.get("model_type") != "qwen3":
+                raise ValueError(f"model config field sliding_window: is {c.sliding_window} but no layer is sliding_attention")
+            c.sliding_window, c.layer_types = 0, []
         return c.validate()
 
     def to_dict(self) -> dict:
