@@ -10,8 +10,40 @@
 # the tables and figures of existing results); FBT_RESULTS_DIR copies the quoted results out (see the end); FBT_JOBS (default 2) runs at a time.
 # Resumable: run it again after an interruption and finished runs are skipped. Needs a built tree
 # (bash scripts/build.sh build); the figures need matplotlib (python3-matplotlib).
+#
+#   bash scripts/experiments.sh scale [OUT_DIR]             (default runs/scale): the scale ladder of issue 48
+#
+# builds the Python-stdlib corpus (scripts/make_corpus.py; FBT_CORPUS=DIR uses one already built), writes one grid per
+# rung (scripts/scale_grid.py), trains each with `fbt ablate` (resumable: run it again and finished runs are
+# skipped), then each rung's multiplier (scripts/multiplier.py) and the ladder's table and compute
+# (scripts/scale_summary.py -> OUT_DIR/scale.md, scale.json). FBT_SCALE_RUNGS (default r0,r1,r2,r3: about 7 CPU-hours
+# with 3 seeds; r4, r5 are larger), FBT_SCALE_SEEDS (1,2,3), FBT_SCALE_TOKENS (1: a token budget's scale; the smoke
+# run of ctest scripts.scale_smoke uses FBT_SCALE_SMOKE=1: rung r0, one seed, 1% of its tokens, a 300 KB corpus),
+# FBT_JOBS (2) runs at a time; FBT_RANKS=N trains each run over N MPI ranks (mpirun -np N ... --distributed mpi,
+# one run at a time; FBT_MPIRUN names the launcher) for a cluster.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+if [[ "${1:-}" == scale ]]; then
+  out="${2:-runs/scale}"
+  fbt="${FBT_BIN:-build/tools/fbt}"
+  [[ -x "$fbt" ]] || { echo "experiments.sh: $fbt not found; build first: bash scripts/build.sh build" >&2; exit 1; }
+  rungs="${FBT_SCALE_RUNGS:-r0,r1,r2,r3}" seeds="${FBT_SCALE_SEEDS:-1,2,3}" scale="${FBT_SCALE_TOKENS:-1}" corpus_args=()
+  if [[ -n "${FBT_SCALE_SMOKE:-}" ]]; then rungs=r0 seeds=1 scale=0.01 corpus_args=(--max-bytes 300000); fi
+  corpus="${FBT_CORPUS:-$out/corpus}"
+  if [[ -z "${FBT_CORPUS:-}" || ! -f "$corpus/train.bin" ]]; then python3 scripts/make_corpus.py "$corpus" "${corpus_args[@]}"; fi
+  mkdir -p "$out"
+  python3 scripts/scale_grid.py "$out/grids" --rungs "$rungs" --seeds "$seeds" --token-scale "$scale" --list | tee "$out/rungs.md"
+  launch=() dist=() jobs="${FBT_JOBS:-2}"
+  if [[ "${FBT_RANKS:-1}" -gt 1 ]]; then launch=("${FBT_MPIRUN:-mpirun}" -np "$FBT_RANKS") dist=(--distributed mpi) jobs=1; fi
+  for rung in ${rungs//,/ }; do
+    echo "== rung $rung"
+    (set -x; "${launch[@]}" "$fbt" ablate --grid "$out/grids/$rung.json" --data "$corpus/train.bin" --val_data "$corpus/val.bin" \
+       --token_dtype uint16 --doc_sep_id 256 --out_dir "$out/$rung" --jobs "$jobs" "${dist[@]}")
+    python3 scripts/multiplier.py "$out/$rung" --json "$out/$rung/multiplier.json" > "$out/$rung/multiplier.md"
+  done
+  python3 scripts/scale_summary.py "$out" --json "$out/scale.json" | tee "$out/scale.md"
+  exit 0
+fi
 text="${1:-data/tinyshakespeare.txt}"
 out="${2:-runs/experiments}"
 fbt="${FBT_BIN:-build/tools/fbt}"
