@@ -20,7 +20,7 @@
 # with 3 seeds; r4, r5 are larger), FBT_SCALE_SEEDS (1,2,3), FBT_SCALE_TOKENS (1: a token budget's scale; the smoke
 # run of ctest scripts.scale_smoke uses FBT_SCALE_SMOKE=1: rung r0, one seed, 1% of its tokens, a 300 KB corpus),
 # FBT_JOBS (2) runs at a time; FBT_RANKS=N trains each run over N MPI ranks (mpirun -np N ... --distributed mpi,
-# one run at a time; FBT_MPIRUN names the launcher) for a cluster.
+# one run at a time; FBT_MPIRUN names the launcher) for a cluster; FBT_RESULTS_DIR copies the quoted results out.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [[ "${1:-}" == scale ]]; then
@@ -42,6 +42,21 @@ if [[ "${1:-}" == scale ]]; then
     python3 scripts/multiplier.py "$out/$rung" --json "$out/$rung/multiplier.json" > "$out/$rung/multiplier.md"
   done
   python3 scripts/scale_summary.py "$out" --json "$out/scale.json" | tee "$out/scale.md"
+  # FBT_RESULTS_DIR=DIR: also copy what docs/EXPERIMENTS.md quotes (the corpus manifest, the grids, the tables, each
+  # run's result.json and eval.jsonl; not the corpus, checkpoints or train.jsonl) into DIR
+  if [[ -n "${FBT_RESULTS_DIR:-}" ]]; then
+    mkdir -p "$FBT_RESULTS_DIR/grids"
+    cp "$corpus/corpus.json" "$out/rungs.md" "$out/scale.md" "$out/scale.json" "$FBT_RESULTS_DIR/"
+    for rung in ${rungs//,/ }; do
+      cp "$out/grids/$rung.json" "$FBT_RESULTS_DIR/grids/"
+      mkdir -p "$FBT_RESULTS_DIR/$rung"
+      cp "$out/$rung"/summary.csv "$out/$rung"/multiplier.md "$out/$rung"/multiplier.json "$FBT_RESULTS_DIR/$rung/"
+      for r in "$out/$rung"/*/result.json; do
+        d="$FBT_RESULTS_DIR/$rung/$(basename "$(dirname "$r")")"
+        mkdir -p "$d" && cp "$r" "$(dirname "$r")/eval.jsonl" "$d/"
+      done
+    done
+  fi
   exit 0
 fi
 text="${1:-data/tinyshakespeare.txt}"
