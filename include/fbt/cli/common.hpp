@@ -105,8 +105,6 @@ inline double kv_cache_floats(const ModelConfig& c, long long capacity) {
   }
   return n;
 }
-/// Floats of one position's K and V over every layer (the decoder's cache row).
-inline double kv_floats_per_position(const ModelConfig& c) { return kv_cache_floats(c, 1); }
 /// Floats of one position's forward workspace in one pass (the lower bound estimate_train_memory uses).
 inline double forward_floats_per_position(const ModelConfig& c) {
   return double(std::max(0, c.vocab_size)) + 4.0 * std::max(0, c.hidden_size) * std::max(0, c.num_hidden_layers);
