@@ -9,10 +9,13 @@
 #include <sstream>
 
 #include "fbt/data/probe_tasks.hpp"
+#include "common/errors.hpp"
 
 namespace test_data_probe_tasks {
 
 using namespace fbt;
+using fbt_test::contains;
+using fbt_test::error_of;
 
 std::vector<std::string> lines_of(const std::string& s) {
   std::vector<std::string> out;
@@ -150,6 +153,32 @@ TEST(ProbeTasks, TrainingDocumentsEndWithTheRightAnswer) {
   }
   EXPECT_THROW(ProbeTaskDataset("latest_write", 0), Error);
   EXPECT_THROW(ProbeTaskDataset("completion", 2000), Error);
+}
+
+TEST(ProbeTasks, AMixOverWritesDrawsEachDocumentsWritesFromTheRange) {
+  // latest_write trained on W = 1..3 writes per register: 8 x W write lines per document, every W drawn
+  const ProbeTaskDataset ds("latest_write", 2, 1, 3);
+  EXPECT_TRUE(contains(ds.describe(), "trained on 1..3"));
+  Rng rng(11);
+  std::map<int, int> seen;
+  for (int i = 0; i < 300; ++i) {
+    const std::vector<int> d = ds.document(rng);
+    const std::string text = ByteTokenizer::decode(std::vector<int>(d.begin() + 1, d.end()));
+    int writes = 0;
+    for (const std::string& l : lines_of(text)) writes += l[0] == 'r';  // "r3 = 1"
+    ASSERT_EQ(writes % 8, 0) << text;
+    ++seen[writes / 8];
+    const auto colon = text.rfind(':');
+    EXPECT_EQ(interpret("latest_write", text.substr(0, colon + 1)), text.substr(colon + 1, text.size() - colon - 2)) << text;
+  }
+  EXPECT_EQ(seen.size(), 3u);
+  for (const auto& [w, n] : seen) EXPECT_GT(n, 50) << "W = " << w;
+  // without a range: the same documents as before (no extra draw)
+  Rng a(4), b(4);
+  EXPECT_EQ(ProbeTaskDataset("completion", 8).document(a), ProbeTaskDataset("completion", 8, 8, 8).document(b));
+  EXPECT_TRUE(contains(error_of([] { ProbeTaskDataset("latest_write", 2, 0, 2); }), "task_min_difficulty must be in [1, "));
+  EXPECT_TRUE(contains(error_of([] { ProbeTaskDataset("completion", 8, 9, 4); }), "task_min_difficulty (9) is above task_max_difficulty (4)"));
+  EXPECT_NO_THROW(ProbeTaskDataset("completion", 8, 0, 32));  // 0 null lines is a document
 }
 
 TEST(ProbeTasks, RunningSumItemsAreLabelledWithTheTasksOwnState) {

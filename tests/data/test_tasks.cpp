@@ -404,6 +404,54 @@ TEST(Tasks, RefusesUnknownTasksAndBadKnobsNamingTheField) {
   EXPECT_TRUE(contains(error_of([&] { TaskDataset ds(task("addition", 2), o); }), "val_examples"));
 }
 
+TEST(Tasks, TrainingOnMixedLengthsDrawsEveryDifficultyOfTheRangeAndEvaluationKeepsItsOwn) {
+  // Without a range a training example is generate's, draw for draw (old runs' data unchanged).
+  for (const std::string& name : task_names()) {
+    Rng a(5), b(5);
+    for (int i = 0; i < 20; ++i) EXPECT_EQ(generate_training(task(name, 3), a).text(), generate(task(name, 3), b).text()) << name;
+  }
+  // addition 3 trained on 1..6: the operands' digits cover the range, nothing outside it
+  TaskConfig c = task("addition", 3);
+  c.train_min_difficulty = 1, c.train_max_difficulty = 6;
+  Rng rng(9);
+  std::map<int, int> seen;
+  for (int i = 0; i < 600; ++i) {
+    const Example ex = generate_training(c, rng);
+    const int digits = int(ex.prompt.find('+'));
+    ++seen[digits];
+    EXPECT_EQ(std::stoll(ex.answer), std::stoll(ex.prompt.substr(0, digits)) + std::stoll(ex.prompt.substr(digits + 1))) << ex.prompt;
+  }
+  ASSERT_EQ(seen.size(), 6u);
+  EXPECT_EQ(seen.begin()->first, 1);
+  EXPECT_EQ(seen.rbegin()->first, 6);
+  for (const auto& [d, n] : seen) EXPECT_GT(n, 600 / 6 / 2) << "difficulty " << d << " drawn " << n << " times of 600";
+  // the dataset's batches and validation set are drawn over the range; evaluation at m x is difficulty x m
+  const TaskDataset ds(c);
+  std::set<int> val_digits;
+  for (const Example& ex : ds.val_examples()) val_digits.insert(int(ex.prompt.find('+')));
+  EXPECT_EQ(val_digits, (std::set<int>{1, 2, 3, 4, 5, 6}));
+  EXPECT_TRUE(contains(ds.describe(), "trained on 1..6"));
+  std::vector<int> tok, tgt;
+  std::vector<std::uint8_t> fl;
+  Rng br(2);
+  ds.sample_batch(br, 4, 512, tok, tgt, fl);  // rows fill (the row bound uses the largest difficulty)
+  EXPECT_EQ(tok.size(), 4u * 512u);
+  for (int m : {1, 2, 4})
+    for (const Example& ex : eval_examples(c, 10, 3, m)) EXPECT_EQ(int(ex.prompt.find('+')), 3 * m);
+  // a range above the nominal difficulty is allowed (train on 4..6, evaluate at 3 = 1x)
+  c.train_min_difficulty = 4;
+  EXPECT_NO_THROW(c.validate());
+  // refusals name the field
+  c.train_min_difficulty = 7;
+  EXPECT_TRUE(contains(error_of([&] { c.validate(); }), "train_min_difficulty (7) is above train_max_difficulty (6)"));
+  c.train_min_difficulty = 0, c.train_max_difficulty = 2;  // 0 = difficulty 3 > 2
+  EXPECT_TRUE(contains(error_of([&] { c.validate(); }), "train_min_difficulty (3)"));
+  c.train_max_difficulty = 1001;
+  EXPECT_TRUE(contains(error_of([&] { c.validate(); }), "TaskConfig.train_max_difficulty must be 0 (= difficulty) or in [1, 1000]"));
+  c.train_max_difficulty = -2;
+  EXPECT_TRUE(contains(error_of([&] { c.validate(); }), "TaskConfig.train_max_difficulty"));
+}
+
 TEST(TaskDataset, BatchesPackDocumentsWithSepAndDocStart) {
   for (const std::string& name : task_names()) {
     const TaskConfig cfg = task(name, 3);

@@ -240,6 +240,40 @@ TEST(TrainConfigValidate, RunningStateTasksAndTheirFieldsAreChecked) {
   EXPECT_TRUE(tasks->config().trace_tag);
 }
 
+TEST(TrainConfigValidate, TrainingDifficultyRangesAreCheckedPerTaskFamily) {
+  auto with = [](const char* data, int d, int lo, int hi) {
+    TrainConfig c;
+    c.data = data, c.task_difficulty = d, c.task_min_difficulty = lo, c.task_max_difficulty = hi;
+    return c;
+  };
+  // a reasoning task: the range reaches the data source; -1 = task_difficulty; written to the record only when set
+  TrainConfig c = with("task:addition", 3, 1, 6);
+  EXPECT_NO_THROW(validate(c));
+  const auto src = make_data_source(c);
+  const auto* tasks = dynamic_cast<TaskDataset*>(src.get());
+  ASSERT_NE(tasks, nullptr);
+  EXPECT_EQ(tasks->config().train_lo(), 1);
+  EXPECT_EQ(tasks->config().train_hi(), 6);
+  EXPECT_EQ(tasks->config().difficulty, 3);
+  TrainConfig back;
+  apply_json(back, to_json(c), "test");
+  EXPECT_EQ(back.task_min_difficulty, 1);
+  EXPECT_EQ(back.task_max_difficulty, 6);
+  EXPECT_EQ(to_json(TrainConfig{}).count("task_min_difficulty"), 0u);  // old records unchanged
+  EXPECT_EQ(task_config(with("task:addition", 3, -1, 5)).train_lo(), 3);
+  EXPECT_FBT_ERROR(validate(with("task:addition", 3, 5, -1)), "invalid training config: task_min_difficulty", "is 5, above task_max_difficulty 3");
+  EXPECT_FBT_ERROR(validate(with("task:addition", 3, 0, 6)), "invalid training config: task_min_difficulty", "[1, 1000]", "or -1", "got 0");
+  EXPECT_FBT_ERROR(validate(with("task:multihop", 3, 1, 86)), "invalid training config: task_max_difficulty", "[1, 85]", "got 86");
+  // a probing task: writes per register (latest_write) from 1, null lines from 0
+  EXPECT_NO_THROW(validate(with("task:latest_write", 2, 1, 2)));
+  EXPECT_NO_THROW(validate(with("task:completion", 8, 0, 32)));
+  EXPECT_FBT_ERROR(validate(with("task:latest_write", 2, 0, 2)), "invalid training config: task_min_difficulty", "writes per register", "got 0");
+  EXPECT_NE(make_data_source(with("task:latest_write", 2, 1, 2))->describe().find("trained on 1..2"), std::string::npos);
+  // a running-state task or a file has no such range
+  EXPECT_FBT_ERROR(validate(with("task:running_sum", 5, 2, 5)), "invalid training config: task_min_difficulty", "modulus", "task_length");
+  EXPECT_FBT_ERROR(validate(with("notes.txt", 3, -1, 4)), "invalid training config: task_max_difficulty", "applies to task:<name> data", "notes.txt");
+}
+
 TEST(TrainConfigValidate, NonFiniteValuesSetInCodeAreRefusedToo) {
   // a program (not the parser) may put inf or nan in a config: validate names each such field
   const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");

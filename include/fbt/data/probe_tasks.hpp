@@ -258,12 +258,18 @@ inline int max_probe_task_difficulty(const std::string& name) { return name == "
 /// from a fixed seed).
 class ProbeTaskDataset : public DataSource {
  public:
-  ProbeTaskDataset(std::string name, int difficulty) : name_(std::move(name)), d_(difficulty) {
+  /// Documents at d = difficulty; with a training range [min_d, max_d] (-1 = difficulty), each document
+  /// (validation included) draws its d uniformly from it: a mix over writes or null lines.
+  ProbeTaskDataset(std::string name, int difficulty, int min_d = -1, int max_d = -1)
+      : name_(std::move(name)), d_(difficulty), lo_(min_d < 0 ? difficulty : min_d), hi_(max_d < 0 ? difficulty : max_d) {
     if (!is_probe_task(name_)) throw Error("fbt: ProbeTaskDataset: unknown probe task '" + detail::excerpt(name_) + "'");
     const int lo = name_ == "latest_write" ? 1 : 0, hi = max_probe_task_difficulty(name_);
-    if (d_ < lo || d_ > hi)
-      throw Error("fbt: task_difficulty must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] for task " + name_ + " (" +
-                  (name_ == "latest_write" ? "writes per register" : "null lines") + "), got " + std::to_string(d_));
+    for (const auto& [field, v] : {std::pair<const char*, int>{"task_difficulty", d_}, {"task_min_difficulty", lo_}, {"task_max_difficulty", hi_}})
+      if (v < lo || v > hi)
+        throw Error(std::string("fbt: ") + field + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] for task " + name_ + " (" +
+                    (name_ == "latest_write" ? "writes per register" : "null lines") + "), got " + std::to_string(v));
+    if (lo_ > hi_)
+      throw Error("fbt: task_min_difficulty (" + std::to_string(lo_) + ") is above task_max_difficulty (" + std::to_string(hi_) + ") for task " + name_);
     Rng rng(0x5eedFB7'0000'7A5Cull);
     ex_off_.push_back(0);
     for (int i = 0; i < 512; ++i) {
@@ -273,7 +279,8 @@ class ProbeTaskDataset : public DataSource {
     }
   }
   std::vector<int> document(Rng& rng) const {
-    const auto ex = probe_task_example(name_, d_, rng);
+    const int d = lo_ == d_ && hi_ == d_ ? d_ : lo_ + int(rng.below(std::uint32_t(hi_ - lo_ + 1)));  // no extra draw without a range
+    const auto ex = probe_task_example(name_, d, rng);
     return ByteTokenizer::encode_document(ex.first + ex.second + "\n");
   }
   void sample_batch(Rng& rng, int B, int T, std::vector<int>& tokens, std::vector<int>& targets, std::vector<std::uint8_t>& doc_start) const override {
@@ -299,14 +306,16 @@ class ProbeTaskDataset : public DataSource {
   }
   std::string describe() const override {
     std::ostringstream os;
-    os << "probe task " << name_ << " (" << (name_ == "latest_write" ? "writes per register " : "null lines ") << d_ << "), validation 512 items = "
+    os << "probe task " << name_ << " (" << (name_ == "latest_write" ? "writes per register " : "null lines ") << d_;
+    if (lo_ != d_ || hi_ != d_) os << ", trained on " << lo_ << ".." << hi_ << " uniformly";
+    os << "), validation 512 items = "
        << val_.size() << " tokens";
     return os.str();
   }
 
  private:
   std::string name_;
-  int d_;
+  int d_, lo_, hi_;  // the difficulty, and the range documents draw theirs from
   std::vector<int> val_;
   std::vector<std::size_t> ex_off_;
 };

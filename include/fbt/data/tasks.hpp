@@ -40,11 +40,13 @@
 // builtin_task_names() lists all three families.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../config.hpp"
@@ -68,8 +70,16 @@ struct TaskConfig {
   double p_compressed = 1.0 / 3;  ///< probability of a compressed trace
   double p_answer = 1.0 / 3;      ///< probability of the answer alone
   bool trace_tag = false;         ///< the prompt names the level of its solution ("...? full\n")
+  /// Training on mixed lengths: TaskDataset draws each training and validation example's difficulty
+  /// uniformly from [train_min_difficulty, train_max_difficulty] (0 = difficulty). Evaluation at m x the
+  /// training length (eval_examples) always uses difficulty x m, so one nominal difficulty names the 1x.
+  int train_min_difficulty = 0;
+  int train_max_difficulty = 0;
 
   void validate() const;
+  /// The training range [lo, hi] with 0s resolved to difficulty.
+  int train_lo() const { return train_min_difficulty ? train_min_difficulty : difficulty; }
+  int train_hi() const { return train_max_difficulty ? train_max_difficulty : difficulty; }
 };
 
 /// \brief One generated example. The document is kSep + prompt + solution (see text(), tokens()).
@@ -327,12 +337,31 @@ inline void TaskConfig::validate() const {
       throw Error(std::string("fbt: TaskConfig.") + names[i] + " must be finite and >= 0 (got " +
                   detail::fmt_double(p[i]) + ")");
   if (p[0] + p[1] + p[2] <= 0) throw Error("fbt: TaskConfig.p_full + p_compressed + p_answer must be > 0 (all are 0)");
+  for (const auto& [field, v] : {std::pair<const char*, int>{"train_min_difficulty", train_min_difficulty}, {"train_max_difficulty", train_max_difficulty}})
+    if (v != 0 && (v < 1 || v > max_task_difficulty(name)))
+      throw Error(std::string("fbt: TaskConfig.") + field + " must be 0 (= difficulty) or in [1, " + std::to_string(max_task_difficulty(name)) +
+                  "] for task " + name + ", got " + std::to_string(v));
+  if (train_lo() > train_hi())
+    throw Error("fbt: TaskConfig.train_min_difficulty (" + std::to_string(train_lo()) + ") is above train_max_difficulty (" +
+                std::to_string(train_hi()) + ") (0 = difficulty " + std::to_string(difficulty) + ")");
 }
 
 /// \brief A fresh example: draws the problem (at difficulty * length_mult), then its level from the mix.
 inline Example generate(const TaskConfig& cfg, Rng& rng, int length_mult = 1) {
   detail::TaskProblem p = detail::make_problem(cfg, rng, length_mult);
   return detail::render(std::move(p), detail::draw_level(cfg, rng), cfg.trace_tag);
+}
+
+/// \brief A training example: as generate, at a difficulty drawn uniformly from the training range
+/// [train_lo(), train_hi()] (one extra draw, before the problem's, only when the range is not the single
+/// difficulty: a config without a range draws the same examples as generate).
+inline Example generate_training(const TaskConfig& cfg, Rng& rng) {
+  const int lo = cfg.train_lo(), hi = cfg.train_hi();
+  if (lo == cfg.difficulty && hi == cfg.difficulty) return generate(cfg, rng);
+  TaskConfig at = cfg;
+  at.difficulty = lo + static_cast<int>(rng.below(std::uint32_t(hi - lo + 1)));
+  at.train_min_difficulty = at.train_max_difficulty = 0;
+  return generate(at, rng);
 }
 
 /// \brief As generate, at a fixed level ("full" | "compressed" | "answer"); draws the same problem as
@@ -442,9 +471,14 @@ class TaskDataset : public DataSource {
   explicit TaskDataset(TaskConfig cfg, TaskDatasetOptions opts = {}) : cfg_(std::move(cfg)), opts_(opts) {
     cfg_.validate();
     (void)detail::effective_difficulty(cfg_, 1);
+    longest_ = cfg_;  // the longest training example's config: the row buffer's bound
+    longest_.difficulty = std::max(cfg_.difficulty, cfg_.train_hi()), longest_.train_min_difficulty = longest_.train_max_difficulty = 0;
     if (opts_.val_examples < 0)
       throw Error("fbt: TaskDatasetOptions.val_examples must be >= 0 (got " + std::to_string(opts_.val_examples) + ")");
-    val_examples_ = eval_examples(cfg_, opts_.val_examples, opts_.val_seed);
+    {  // the validation set is drawn as training is (over the training range, if any)
+      Rng rng(opts_.val_seed);
+      for (int i = 0; i < opts_.val_examples; ++i) val_examples_.push_back(generate_training(cfg_, rng));
+    }
     ex_off_.push_back(0);
     for (const Example& ex : val_examples_) {
       const std::vector<int> t = ex.tokens();
@@ -459,11 +493,11 @@ class TaskDataset : public DataSource {
                                      ", T=" + std::to_string(T) + ")");
     tokens.resize(std::size_t(B) * T), targets.resize(std::size_t(B) * T), doc_start.resize(std::size_t(B) * T);
     std::vector<int> row;
-    row.reserve(std::size_t(T) + 1 + max_prompt_bytes(cfg_) + max_solution_bytes(cfg_) + 1);
+    row.reserve(std::size_t(T) + 1 + max_prompt_bytes(longest_) + max_solution_bytes(longest_) + 1);
     for (int b = 0; b < B; ++b) {
       row.clear();
       while (row.size() < std::size_t(T) + 1) {
-        const std::vector<int> t = generate(cfg_, rng).tokens();
+        const std::vector<int> t = generate_training(cfg_, rng).tokens();
         row.insert(row.end(), t.begin(), t.end());
       }
       const std::size_t o = std::size_t(b) * T;
@@ -487,7 +521,10 @@ class TaskDataset : public DataSource {
 
   std::string describe() const override {
     std::ostringstream os;
-    os << "task " << cfg_.name << " (difficulty " << cfg_.difficulty << "; levels full/compressed/answer "
+    os << "task " << cfg_.name << " (difficulty " << cfg_.difficulty;
+    if (cfg_.train_lo() != cfg_.difficulty || cfg_.train_hi() != cfg_.difficulty)
+      os << ", trained on " << cfg_.train_lo() << ".." << cfg_.train_hi() << " uniformly";
+    os << "; levels full/compressed/answer "
        << detail::fmt_prob(cfg_.p_full) << "/" << detail::fmt_prob(cfg_.p_compressed) << "/"
        << detail::fmt_prob(cfg_.p_answer) << (cfg_.trace_tag ? ", level stated in the prompt" : "") << "), validation " << val_examples_.size() << " examples (seed "
        << opts_.val_seed << ") = " << val_.size() << " tokens";
@@ -501,6 +538,7 @@ class TaskDataset : public DataSource {
 
  private:
   TaskConfig cfg_;
+  TaskConfig longest_;  // cfg_ at the largest training difficulty (bounds of a row's last example)
   TaskDatasetOptions opts_;
   std::vector<Example> val_examples_;
   std::vector<int> val_;  // (N_val) the validation examples as one token stream

@@ -103,6 +103,10 @@ inline const std::vector<ConfigField>& train_config_fields() {
     S("data", "task:addition | task:state_tracking | task:multihop | task:running_sum | task:permutation | task:brackets | path of a text file",
       FBT_T(data));
     I("task_difficulty", "digits / operations / hops of a reasoning task; modulus / k of S_k / depth cap of a running-state task; null lines / writes per register of a probing task", FBT_T(task_difficulty));
+    I("task_min_difficulty", "reasoning and probing tasks: training documents draw their difficulty uniformly from [task_min_difficulty, task_max_difficulty]; -1 = task_difficulty (evaluation at m x stays task_difficulty x m)", FBT_T(task_min_difficulty));
+    v.back().omit_default = true;
+    I("task_max_difficulty", "reasoning and probing tasks: the top of the training difficulty range; -1 = task_difficulty", FBT_T(task_max_difficulty));
+    v.back().omit_default = true;
     D("p_full", "share of full-trace solutions in the task data", FBT_T(p_full));
     D("p_compressed", "share of compressed-trace solutions", FBT_T(p_compressed));
     D("p_answer", "share of answer-only solutions", FBT_T(p_answer));

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../data/tasks.hpp"
@@ -19,6 +20,7 @@ namespace fbt {
 inline TaskConfig task_config(const TrainConfig& c) {
   TaskConfig t{c.data.rfind("task:", 0) == 0 ? c.data.substr(5) : c.data, c.task_difficulty, c.p_full, c.p_compressed, c.p_answer};
   t.trace_tag = c.trace_tag;
+  t.train_min_difficulty = std::max(c.task_min_difficulty, 0), t.train_max_difficulty = std::max(c.task_max_difficulty, 0);  // -1 -> 0 (= difficulty)
   return t;
 }
 /// \brief The running-state task a config's data names ("task:running_sum" ...).
@@ -49,6 +51,19 @@ inline void validate_data(const TrainConfig& c) {
   if (c.task_length < 1 || c.task_length > kMaxStateTaskLength)
     fail("task_length", "must be in [1, " + std::to_string(kMaxStateTaskLength) + "] (symbols per document), got " + std::to_string(c.task_length));
   if (!(c.task_reveal >= 0 && c.task_reveal <= 1)) fail("task_reveal", "must be finite and in [0, 1], got " + detail::num(c.task_reveal));
+  const bool ranged = c.task_min_difficulty != -1 || c.task_max_difficulty != -1;
+  if (ranged && c.data.rfind("task:", 0) != 0)
+    fail(c.task_min_difficulty != -1 ? "task_min_difficulty" : "task_max_difficulty",
+         "applies to task:<name> data (a reasoning or probing task), not to the file " + detail::quote_value(c.data));
+  if (ranged && is_state_task_data(c))
+    fail(c.task_min_difficulty != -1 ? "task_min_difficulty" : "task_max_difficulty",
+         "a running-state task's difficulty is its modulus / k / depth cap, not a length: use task_length (got " + std::to_string(c.task_min_difficulty) +
+             ", " + std::to_string(c.task_max_difficulty) + ")");
+  const int lo_d = c.task_min_difficulty == -1 ? c.task_difficulty : c.task_min_difficulty,
+            hi_d = c.task_max_difficulty == -1 ? c.task_difficulty : c.task_max_difficulty;
+  if (ranged && lo_d > hi_d)
+    fail("task_min_difficulty", "is " + std::to_string(lo_d) + ", above task_max_difficulty " + std::to_string(hi_d) + " (-1 = task_difficulty " +
+                                    std::to_string(c.task_difficulty) + ")");
   if (is_state_task_data(c)) {
     try {
       state_task_config(c).validate();
@@ -59,9 +74,11 @@ inline void validate_data(const TrainConfig& c) {
   } else if (is_probe_task_data(c)) {
     const std::string name = c.data.substr(5);
     const int lo = name == "latest_write" ? 1 : 0, hi = max_probe_task_difficulty(name);
-    if (c.task_difficulty < lo || c.task_difficulty > hi)
-      fail("task_difficulty", "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] for task " + name + " (" +
-                                  (name == "latest_write" ? "writes per register" : "null lines") + "), got " + std::to_string(c.task_difficulty));
+    for (const auto& [field, v] : {std::pair<const char*, int>{"task_difficulty", c.task_difficulty}, {"task_min_difficulty", lo_d}, {"task_max_difficulty", hi_d}})
+      if (v < lo || v > hi)
+        fail(field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] for task " + name + " (" +
+                        (name == "latest_write" ? "writes per register" : "null lines") + ")" + (std::string(field) == "task_difficulty" ? "" : " or -1") +
+                        ", got " + std::to_string(v));
   } else if (c.data.rfind("task:", 0) == 0) {
     const std::string name = c.data.substr(5);
     const std::vector<std::string> known = builtin_task_names();
@@ -69,9 +86,10 @@ inline void validate_data(const TrainConfig& c) {
       fail("data", "unknown task " + detail::quote_value(name) + " (known: " + detail::join(known, ", ") + ")");
     TaskConfig t{c.data.substr(5), c.task_difficulty, c.p_full, c.p_compressed, c.p_answer};
     const int dmax = max_task_difficulty(t.name);
-    if (dmax > 0 && (c.task_difficulty < 1 || c.task_difficulty > dmax))
-      fail("task_difficulty", "must be in [1, " + std::to_string(dmax) + "] for task " + t.name + " (" + task_difficulty_unit(t.name) + "), got " +
-                                  std::to_string(c.task_difficulty));
+    for (const auto& [field, v] : {std::pair<const char*, int>{"task_difficulty", c.task_difficulty}, {"task_min_difficulty", lo_d}, {"task_max_difficulty", hi_d}})
+      if (dmax > 0 && (v < 1 || v > dmax))
+        fail(field, "must be in [1, " + std::to_string(dmax) + "] for task " + t.name + " (" + task_difficulty_unit(t.name) + ")" +
+                        (std::string(field) == "task_difficulty" ? "" : " or -1") + ", got " + std::to_string(v));
     t.validate();
   }
   if (c.doc_split != "blank_line" && c.doc_split != "none")

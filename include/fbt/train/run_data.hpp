@@ -23,7 +23,7 @@ namespace fbt {
 /// of the model's vocabulary), prompt/response data (.jsonl: sft_dataset.hpp) or a text file (bytes).
 inline std::unique_ptr<DataSource> make_data_source(const TrainConfig& c) {
   if (is_state_task_data(c)) return std::make_unique<StateTaskDataset>(state_task_config(c));
-  if (is_probe_task_data(c)) return std::make_unique<ProbeTaskDataset>(c.data.substr(5), c.task_difficulty);
+  if (is_probe_task_data(c)) return std::make_unique<ProbeTaskDataset>(c.data.substr(5), c.task_difficulty, c.task_min_difficulty, c.task_max_difficulty);
   if (c.data.rfind("task:", 0) == 0) return std::make_unique<TaskDataset>(task_config(c));
   if (is_sft_data(c)) {  // prompt/response examples: the loss counts response tokens only
     SftDatasetOptions o;

@@ -31,6 +31,10 @@ struct TrainConfig {
   // data
   std::string data = "task:addition";  ///< "task:<name>", a token file (.bin or .npy: token_dataset.hpp) or a text file path
   int task_difficulty = 3;
+  /// Training on mixed lengths (reasoning and probing tasks): each training and validation document draws
+  /// its difficulty uniformly from [task_min_difficulty, task_max_difficulty] (-1 = task_difficulty);
+  /// evaluation at m x the training length stays task_difficulty x m.
+  int task_min_difficulty = -1, task_max_difficulty = -1;
   double p_full = 1.0 / 3, p_compressed = 1.0 / 3, p_answer = 1.0 / 3;
   bool trace_tag = false;    ///< reasoning tasks: the prompt states the level of its solution (tasks.hpp)
   int task_length = 32;      ///< running-state tasks: symbols per document (state_tasks.hpp)
