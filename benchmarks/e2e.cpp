@@ -1,6 +1,8 @@
 // benchmarks/e2e.cpp (bench_e2e): whole-step timings of fbt, one measure per process.
 //
 //   bench_e2e --config tiny|small --threads N --measure M [--reps R] [--warmup W] [--batch B] [--seq T]
+//             [--hidden_size D --num_hidden_layers L --num_attention_heads H --num_key_value_heads KV --intermediate_size F]
+//             (the config's model with those fields replaced: the scale ladder's rungs, EXPERIMENTS.md section 15)
 //   bench_e2e --save-init DIR       writes DIR/<config>_none.safetensors and DIR/<config>_glu.safetensors
 //   bench_e2e --dump-check DIR      writes check_<fuser>.{safetensors,json}: weights, a batch, per-pass
 //                                   losses, gradient norms and greedy decodes, for the PyTorch peer's check
@@ -179,6 +181,7 @@ int main(int argc, char** argv) try {
   for (int i = 1; i < argc; ++i)
     if (!std::strcmp(argv[i], "--help")) {
       std::printf("bench_e2e --config tiny|small --threads N --measure M [--reps R] [--warmup W] [--batch B] [--seq T] [--precision fp32|bf16]\n"
+                  "          [--hidden_size D] [--num_hidden_layers L] [--num_attention_heads H] [--num_key_value_heads KV] [--intermediate_size F]\n"
                   "          [--fp32-gemm auto|eigen|onednn]   (auto: oneDNN's float product where it beats Eigen's; onednn: oneDNN's whatever its kernel)\n"
                   "          [--sliding_window W [--window_pattern SSSL]]   (decode measures also print the KV cache bytes to stderr)\n"
                   "bench_e2e --save-init DIR [--config C] | --dump-check DIR\n"
@@ -209,6 +212,12 @@ int main(int argc, char** argv) try {
   Bench b = make_config(cfg);
   b.B = std::stoi(arg(argc, argv, "--batch", std::to_string(b.B)));
   b.T = std::stoi(arg(argc, argv, "--seq", std::to_string(b.T)));
+  for (const auto& [flag, field] : {std::pair<const char*, int*>{"--hidden_size", &b.model.hidden_size}, {"--num_hidden_layers", &b.model.num_hidden_layers},
+                                    {"--num_attention_heads", &b.model.num_attention_heads}, {"--num_key_value_heads", &b.model.num_key_value_heads},
+                                    {"--intermediate_size", &b.model.intermediate_size}})
+    *field = std::stoi(arg(argc, argv, flag, std::to_string(*field)));
+  b.model.head_dim = 0;  // derived from hidden_size / heads (a replaced width must not keep the config's)
+  b.model.validate();  // names the field of a shape that does not fit (heads not dividing D, ...)
   if (const int W = std::stoi(arg(argc, argv, "--sliding_window", "0")); W > 0) {  // sliding-window layers (nanochat's pattern)
     b.model.sliding_window = W;
     b.model.layer_types = window_pattern_layer_types(arg(argc, argv, "--window_pattern", "SSSL"), b.model.num_hidden_layers);
@@ -262,10 +271,11 @@ int main(int argc, char** argv) try {
         }
       }
     }
-    std::printf("{\"impl\": \"fbt\", \"config\": \"%s\", \"threads\": 1, \"measure\": \"%s\", \"steps\": %zu, \"standard_median_ms\": %.6g, "
+    std::printf("{\"impl\": \"fbt\", \"config\": \"%s\", \"shape\": \"D %d, %d layers, %d/%d heads, MLP %d\", \"threads\": 1, \"measure\": \"%s\", \"steps\": %zu, \"standard_median_ms\": %.6g, "
                 "\"standard_p25_ms\": %.6g, \"standard_p75_ms\": %.6g, \"soft_median_ms\": %.6g, \"soft_p25_ms\": %.6g, \"soft_p75_ms\": %.6g, "
                 "\"overhead\": %.6g, \"peak_rss_mb\": %.1f}\n",
-                cfg.c_str(), measure.c_str(), st.ms.size(), st.q(0.5), st.q(0.25), st.q(0.75), so.q(0.5), so.q(0.25), so.q(0.75),
+                cfg.c_str(), mc.hidden_size, mc.num_hidden_layers, mc.num_attention_heads, mc.num_key_value_heads, mc.intermediate_size,
+                measure.c_str(), st.ms.size(), st.q(0.5), st.q(0.25), st.q(0.75), so.q(0.5), so.q(0.25), so.q(0.75),
                 so.q(0.5) / st.q(0.5) - 1.0, peak_rss_mb());
     return 0;
   } else if (measure.rfind("decode_", 0) == 0 || measure == "prefill_fused1") {

@@ -21,6 +21,8 @@
 # run of ctest scripts.scale_smoke uses FBT_SCALE_SMOKE=1: rung r0, one seed, 1% of its tokens, a 300 KB corpus),
 # FBT_JOBS (2) runs at a time; FBT_RANKS=N trains each run over N MPI ranks (mpirun -np N ... --distributed mpi,
 # one run at a time; FBT_MPIRUN names the launcher) for a cluster; FBT_RESULTS_DIR copies the quoted results out.
+# After each rung it measures the soft-decoding overhead at the rung's shape (build/benchmarks/bench_e2e, FBT_BENCH;
+# FBT_OVERHEAD_PROCESSES processes, default 5) into OUT_DIR/<rung>/soft_overhead.jsonl; the figures go to OUT_DIR/figures.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [[ "${1:-}" == scale ]]; then
@@ -40,17 +42,31 @@ if [[ "${1:-}" == scale ]]; then
     (set -x; "${launch[@]}" "$fbt" ablate --grid "$out/grids/$rung.json" --data "$corpus/train.bin" --val_data "$corpus/val.bin" \
        --token_dtype uint16 --doc_sep_id 256 --out_dir "$out/$rung" --jobs "$jobs" "${dist[@]}")
     python3 scripts/multiplier.py "$out/$rung" --json "$out/$rung/multiplier.json" > "$out/$rung/multiplier.md"
+    # the soft-decoding overhead at the rung's shape: bench_e2e's standard and soft steps in turn in one process,
+    # FBT_OVERHEAD_PROCESSES (5) processes, measured here while no run trains (resumable: lines already written count)
+    bench="${FBT_BENCH:-build/benchmarks/bench_e2e}" ov="$out/$rung/soft_overhead.jsonl" nproc_ov="${FBT_OVERHEAD_PROCESSES:-5}"
+    if [[ -n "${FBT_SCALE_SMOKE:-}" ]]; then nproc_ov=1; fi
+    if [[ -x "$bench" ]]; then
+      have=0; [[ -f "$ov" ]] && have=$(wc -l < "$ov")
+      for ((p = have; p < nproc_ov; p++)); do
+        "$bench" --config tiny --measure soft_overhead_128 --threads 1 --reps 5 --warmup 2 $(python3 scripts/scale_grid.py --bench-args "$rung") >> "$ov"
+      done
+    else
+      echo "experiments.sh: $bench not built (FBT_BUILD_BENCHMARKS=ON): rung $rung's soft-decoding overhead is not measured" >&2
+    fi
   done
-  python3 scripts/scale_summary.py "$out" --json "$out/scale.json" | tee "$out/scale.md"
+  python3 scripts/scale_summary.py "$out" --json "$out/scale.json" --plots "$out/figures" | tee "$out/scale.md"
   # FBT_RESULTS_DIR=DIR: also copy what docs/EXPERIMENTS.md quotes (the corpus manifest, the grids, the tables, each
   # run's result.json and eval.jsonl; not the corpus, checkpoints or train.jsonl) into DIR
   if [[ -n "${FBT_RESULTS_DIR:-}" ]]; then
     mkdir -p "$FBT_RESULTS_DIR/grids"
     cp "$corpus/corpus.json" "$out/rungs.md" "$out/scale.md" "$out/scale.json" "$FBT_RESULTS_DIR/"
+    if compgen -G "$out/figures/*.svg" > /dev/null; then mkdir -p "$FBT_RESULTS_DIR/figures" && cp "$out"/figures/*.svg "$FBT_RESULTS_DIR/figures/"; fi
     for rung in ${rungs//,/ }; do
       cp "$out/grids/$rung.json" "$FBT_RESULTS_DIR/grids/"
       mkdir -p "$FBT_RESULTS_DIR/$rung"
       cp "$out/$rung"/summary.csv "$out/$rung"/multiplier.md "$out/$rung"/multiplier.json "$FBT_RESULTS_DIR/$rung/"
+      if [[ -f "$out/$rung/soft_overhead.jsonl" ]]; then cp "$out/$rung/soft_overhead.jsonl" "$FBT_RESULTS_DIR/$rung/"; fi
       for r in "$out/$rung"/*/result.json; do
         d="$FBT_RESULTS_DIR/$rung/$(basename "$(dirname "$r")")"
         mkdir -p "$d" && cp "$r" "$(dirname "$r")/eval.jsonl" "$d/"

@@ -2,6 +2,7 @@
 """scale_grid.py: the `fbt ablate` grid files of the scale ladder (docs/EXPERIMENTS.md, "Scale"; issue 48).
 
     python3 scripts/scale_grid.py OUT_DIR [--rungs r0,r1,...] (default r0..r3) [--seeds 1,2,3] [--token-scale X] [--list]
+    python3 scripts/scale_grid.py --bench-args RUNG      (the rung's shape as bench_e2e flags)
     python3 scripts/scale_grid.py --self-test
 
 One grid per rung, OUT_DIR/<rung>.json, each a token-multiplier grid on the Python-stdlib corpus
@@ -88,6 +89,13 @@ def grid(rung, seeds, scale=1.0):
     }
 
 
+def bench_args(rung):
+    """The rung's model shape as bench_e2e flags."""
+    D, L, H, KV, F = RUNGS[rung]
+    return ["--hidden_size", str(D), "--num_hidden_layers", str(L), "--num_attention_heads", str(H),
+            "--num_key_value_heads", str(KV), "--intermediate_size", str(F)]
+
+
 def self_test():
     assert params("r3") == 128 * 257 + 128 + 4 * (2 * 4 * 32 * 128 * 2 + 2 * 32 + 2 * 128 + 3 * 384 * 128 + 2 * 128), params("r3")
     assert budget("r0") % (BATCH * SEQ) == 0 and budget("r0", 0.001) == 4 * BATCH * SEQ
@@ -98,6 +106,8 @@ def self_test():
         assert main(["scale_grid.py", t, "--rungs", "r0", "--seeds", "1", "--token-scale", "0.01"]) == 0
         with open(os.path.join(t, "r0.json")) as fh:
             assert json.load(fh)["runs"][0]["tokens"] == budget("r0", 0.01)
+    assert bench_args("r2") == ["--hidden_size", "112", "--num_hidden_layers", "3", "--num_attention_heads", "4",
+                                "--num_key_value_heads", "2", "--intermediate_size", "336"], bench_args("r2")
     print("scale_grid.py self-test: ok")
     return 0
 
@@ -105,6 +115,12 @@ def self_test():
 def main(argv):
     if len(argv) >= 2 and argv[1] == "--self-test":
         return self_test()
+    if len(argv) == 3 and argv[1] == "--bench-args":  # the rung's shape as bench_e2e flags (its soft-decoding overhead)
+        if argv[2] not in RUNGS:
+            print("scale_grid.py: unknown rung %r (known: %s)" % (argv[2], ", ".join(RUNGS)), file=sys.stderr)
+            return 2
+        print(" ".join(bench_args(argv[2])))
+        return 0
     if len(argv) < 2 or argv[1].startswith("-") and argv[1] != "--list":
         print(__doc__.strip(), file=sys.stderr)
         return 2

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """scale_summary.py: the scale ladder's table (docs/EXPERIMENTS.md, "Scale"; issue 48) from the rungs' results.
 
-    python3 scripts/scale_summary.py OUT_DIR [--json FILE]
+    python3 scripts/scale_summary.py OUT_DIR [--json FILE] [--plots FIG_DIR]
     python3 scripts/scale_summary.py --self-test
 
 OUT_DIR is scripts/experiments.sh scale's: OUT_DIR/<rung>/ (an `fbt ablate` out_dir, with multiplier.json from
@@ -9,13 +9,22 @@ scripts/multiplier.py) and OUT_DIR/grids/<rung>.json. Prints markdown, one row p
 baseline's parameters and token budget N, the full-bandwidth model's validation loss (mean over seeds, and its
 difference from the baseline at N with the 95% interval paired by seed), the token multiplier with its interval
 (scripts/multiplier.py's per-seed fits), and then the compute each rung took (the runs' training seconds, summed
-from their result.json) and in all. --json also writes the rows and the compute.
+from their result.json) and in all, and the soft-decoding overhead per rung where OUT_DIR/<rung>/soft_overhead.jsonl
+holds bench_e2e's soft_overhead lines (one per process: the median over processes and their range). --json also
+writes the rows, the compute and the overheads. --plots FIG_DIR draws scale_multiplier.svg (the token multiplier
+against parameters per decoding mode, with the 95% intervals) and scale_loss_vs_tokens.svg (per rung: the
+baseline's validation loss at N, 1.5 N, 2 N and the full-bandwidth model's at N per mode, mean and 95% interval
+over seeds); needs matplotlib, skipped with a note without it.
 """
 import glob
 import json
+import math
 import os
+import statistics
 import sys
 import tempfile
+
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
 def load(path):
@@ -32,6 +41,112 @@ def fmt_stats(st, f="{:.3f}", unit=""):
     return f.format(st["mean"]) + unit + " [" + f.format(lo) + unit + ", " + f.format(hi) + unit + "]"
 
 
+def mean_ci(xs):
+    """Mean and Student-t 95% half-width of a list (half-width None for one value)."""
+    m = sum(xs) / len(xs)
+    if len(xs) < 2:
+        return m, None
+    sd = statistics.stdev(xs)
+    return m, T95.get(len(xs) - 1, 1.96) * sd / math.sqrt(len(xs))
+
+
+def soft_overhead(rung_dir):
+    """bench_e2e soft_overhead lines of one rung: {processes, standard_ms, soft_ms, overhead median, min, max}."""
+    path = os.path.join(rung_dir, "soft_overhead.jsonl")
+    if not os.path.exists(path):
+        return None
+    with open(path) as fh:
+        lines = [json.loads(l) for l in fh if l.strip()]
+    if not lines:
+        return None
+    ov = [l["overhead"] for l in lines]
+    return {"processes": len(lines), "measure": lines[0].get("measure"), "standard_ms": statistics.median(l["standard_median_ms"] for l in lines),
+            "soft_ms": statistics.median(l["soft_median_ms"] for l in lines), "overhead": statistics.median(ov), "min": min(ov), "max": max(ov)}
+
+
+def curves(out_dir):
+    """Per rung, from its summary.csv (one row per run): the baseline's parallel loss per budget and the
+    full-bandwidth model's per mode, each a list over seeds: {rung: {"baseline": {tokens: [..]}, "fbt": {mode: (tokens, [..])}}}."""
+    import csv
+    out = {}
+    for rung_dir in sorted(d for d in glob.glob(os.path.join(out_dir, "r*")) if os.path.isdir(d)):
+        path = os.path.join(rung_dir, "summary.csv")
+        if not os.path.exists(path):
+            continue
+        c = {"baseline": {}, "fbt": {}}
+        with open(path) as fh:
+            for r in csv.DictReader(fh):
+                if r.get("status") != "done":
+                    continue
+                t = int(float(r["tokens"]))
+                if r["fuser"] == "none":
+                    c["baseline"].setdefault(t, []).append(float(r["val_loss_pass1"]))
+                else:
+                    for mode, col in (("standard", "val_loss_pass1"), ("fused(1)", "val_loss_pass2"), ("fused(2)", "val_loss_pass3")):
+                        if r.get(col):
+                            c["fbt"].setdefault(mode, (t, []))[1].append(float(r[col]))
+        out[os.path.basename(rung_dir)] = c
+    return out
+
+
+def plot(rows, out_dir, fig_dir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("scale_summary.py: no matplotlib (python3-matplotlib): figures skipped", file=sys.stderr)
+        return []
+    os.makedirs(fig_dir, exist_ok=True)
+    written = []
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for i, mode in enumerate(m for m in ("standard", "fused(1)", "fused(2)", "sequential (soft)") if any(r["mode"] == m for r in rows)):
+        pts = [(params_of(r["comment"]), r["multiplier"]) for r in rows if r["mode"] == mode and r["multiplier"] and params_of(r["comment"])]
+        if not pts:
+            continue
+        xs = [p * (1 + 0.04 * (i - 1.5)) for p, _ in pts]  # nudged apart so the intervals do not overlap
+        ys = [m["mean"] for _, m in pts]
+        lo = [m["mean"] - m["ci95"][0] if m.get("ci95") else 0 for _, m in pts]
+        hi = [m["ci95"][1] - m["mean"] if m.get("ci95") else 0 for _, m in pts]
+        ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=mode)
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.axhline(1.5, color="grey", lw=0.8, ls="--")
+    ax.text(ax.get_xlim()[0], 1.52, " paper: 1.5x", color="grey", fontsize=8, va="bottom")
+    ax.set_xscale("log")
+    ax.set_xlabel("parameters (baseline)")
+    ax.set_ylabel("token multiplier (mean, 95% CI over seeds)")
+    ax.set_title("Full-bandwidth vs baseline: tokens the baseline needs to match")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    for name in ("scale_multiplier.svg",):
+        fig.savefig(os.path.join(fig_dir, name))
+        written.append(os.path.join(fig_dir, name))
+    plt.close(fig)
+    cs = curves(out_dir)
+    if cs:
+        fig, axes = plt.subplots(1, len(cs), figsize=(3.2 * len(cs), 3.4), squeeze=False)
+        for ax, (rung, c) in zip(axes[0], sorted(cs.items())):
+            ts = sorted(c["baseline"])
+            if ts:
+                ms = [mean_ci(c["baseline"][t]) for t in ts]
+                ax.errorbar(ts, [m for m, _ in ms], yerr=[h or 0 for _, h in ms], marker="o", color="black", capsize=3, label="baseline")
+            for mode, marker in (("standard", "s"), ("fused(1)", "^"), ("fused(2)", "v")):
+                if mode in c["fbt"]:
+                    t, xs = c["fbt"][mode]
+                    m, h = mean_ci(xs)
+                    ax.errorbar([t], [m], yerr=[h or 0], marker=marker, ls="none", capsize=3, label="FBT " + mode)
+            ax.set_xscale("log")
+            ax.set_title(rung, fontsize=9)
+            ax.set_xlabel("training tokens")
+        axes[0][0].set_ylabel("validation loss (nats/byte)")
+        axes[0][-1].legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(os.path.join(fig_dir, "scale_loss_vs_tokens.svg"))
+        written.append(os.path.join(fig_dir, "scale_loss_vs_tokens.svg"))
+        plt.close(fig)
+    return written
+
+
 def summarise(out_dir):
     rows, compute = [], {}
     for rung_dir in sorted(d for d in glob.glob(os.path.join(out_dir, "r*")) if os.path.isdir(d)):
@@ -40,7 +155,8 @@ def summarise(out_dir):
         grid = load(grid_path) if os.path.exists(grid_path) else {}
         results = [load(p) for p in glob.glob(os.path.join(rung_dir, "*", "result.json"))]
         secs = sum(r.get("seconds", 0.0) for r in results if r.get("status") == "done")
-        compute[rung] = {"runs": len(results), "done": sum(r.get("status") == "done" for r in results), "seconds": secs}
+        compute[rung] = {"runs": len(results), "done": sum(r.get("status") == "done" for r in results), "seconds": secs,
+                         "soft_overhead": soft_overhead(rung_dir)}
         mj = os.path.join(rung_dir, "multiplier.json")
         if not os.path.exists(mj):
             continue
@@ -70,9 +186,17 @@ def main(argv):
     if len(argv) < 2 or argv[1].startswith("-"):
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    out_dir, json_out = argv[1], None
-    if len(argv) >= 4 and argv[2] == "--json":
-        json_out = argv[3]
+    out_dir, json_out, fig_dir = argv[1], None, None
+    i = 2
+    while i < len(argv):
+        if argv[i] == "--json" and i + 1 < len(argv):
+            json_out = argv[i + 1]
+        elif argv[i] == "--plots" and i + 1 < len(argv):
+            fig_dir = argv[i + 1]
+        else:
+            print("scale_summary.py: unknown argument %r (expected --json FILE or --plots DIR)" % argv[i], file=sys.stderr)
+            return 2
+        i += 2
     rows, compute = summarise(out_dir)
     print("| rung | parameters | N tokens | mode | seeds | FBT loss | FBT - baseline at N [95% CI] | token multiplier [95% CI] |")
     print("|---|---|---|---|---|---|---|---|")
@@ -88,6 +212,17 @@ def main(argv):
     for rung, c in compute.items():
         print("| %s | %d of %d | %.0f | %.2f |" % (rung, c["done"], c["runs"], c["seconds"], c["seconds"] / 3600))
     print("| all | %d | %.0f | %.2f |" % (sum(c["done"] for c in compute.values()), total, total / 3600))
+    ovs = [(rung, c["soft_overhead"]) for rung, c in compute.items() if c.get("soft_overhead")]
+    if ovs:
+        print("\nSoft-decoding overhead (bench_e2e --measure %s with each rung's shape, one thread, one line per process):\n" % ovs[0][1]["measure"])
+        print("| rung | processes | standard ms/token | soft ms/token | overhead median (range) |")
+        print("|---|---|---|---|---|")
+        for rung, o in ovs:
+            print("| %s | %d | %.4f | %.4f | %+.2f%% (%+.2f%% to %+.2f%%) |" % (rung, o["processes"], o["standard_ms"], o["soft_ms"], 100 * o["overhead"],
+                                                                       100 * o["min"], 100 * o["max"]))
+    if fig_dir:
+        for f in plot(rows, out_dir, fig_dir):
+            print("\nwrote " + f)
     if json_out:
         with open(json_out, "w") as fh:
             json.dump({"rows": rows, "compute": compute, "total_seconds": total}, fh, indent=1)
@@ -107,8 +242,20 @@ def self_test():
             json.dump({"fbt": [{"mode": "standard", "tokens": 8192, "seeds": ["1", "2"], "loss": [2.0, 2.2],
                                 "loss_difference_stats": {"mean": -0.01, "ci95": [-0.03, 0.01]},
                                 "multiplier_stats": {"mean": 1.2, "ci95": [0.9, 1.5]}}]}, fh)
+        with open(os.path.join(t, "r0", "soft_overhead.jsonl"), "w") as fh:
+            for ov in (0.01, -0.005, 0.02):
+                fh.write(json.dumps({"measure": "soft_overhead_128", "standard_median_ms": 0.1, "soft_median_ms": 0.1 * (1 + ov), "overhead": ov}) + "\n")
+        with open(os.path.join(t, "r0", "summary.csv"), "w") as fh:
+            fh.write("name,fuser,tokens,seed,status,val_loss_pass1,val_loss_pass2,val_loss_pass3\n"
+                     "a,glu,8192,1,done,2.0,2.1,2.2\nb,none,8192,1,done,1.9,,\nc,none,8192,2,done,2.1,,\nd,none,16384,1,failed,,,\n")
         rows, compute = summarise(t)
         assert len(rows) == 1 and abs(rows[0]["loss_mean"] - 2.1) < 1e-12, rows
+        o = compute["r0"]["soft_overhead"]
+        assert o["processes"] == 3 and o["overhead"] == 0.01 and o["min"] == -0.005 and o["max"] == 0.02, o
+        c = curves(t)["r0"]
+        assert c["baseline"] == {8192: [1.9, 2.1]} and c["fbt"]["fused(1)"] == (8192, [2.1]), c
+        m, h = mean_ci([1.9, 2.1])
+        assert abs(m - 2.0) < 1e-12 and abs(h - 12.706 * 0.1414213562 / math.sqrt(2)) < 1e-6, (m, h)
         assert compute["r0"]["seconds"] == 15.5 and compute["r0"]["done"] == 2, compute
         assert params_of("rung r0: D 64, 123648 parameters (baseline); N") == 123648
         assert fmt_stats({"mean": 1.2, "ci95": [0.9, 1.5]}, "{:.2f}", "x") == "1.20x [0.90x, 1.50x]"
