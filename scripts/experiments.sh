@@ -11,6 +11,7 @@
 # Resumable: run it again after an interruption and finished runs are skipped. Needs a built tree
 # (bash scripts/build.sh build); the figures need matplotlib (python3-matplotlib).
 #
+#   bash scripts/experiments.sh length [OUT_DIR]            (default runs/length): length generalisation (section 12)
 #   bash scripts/experiments.sh scale [OUT_DIR]             (default runs/scale): the scale ladder of issue 48
 #
 # builds the Python-stdlib corpus (scripts/make_corpus.py; FBT_CORPUS=DIR uses one already built), writes one grid per
@@ -71,6 +72,37 @@ if [[ "${1:-}" == scale ]]; then
         d="$FBT_RESULTS_DIR/$rung/$(basename "$(dirname "$r")")"
         mkdir -p "$d" && cp "$r" "$(dirname "$r")/eval.jsonl" "$d/"
       done
+    done
+  fi
+  exit 0
+fi
+if [[ "${1:-}" == length ]]; then
+  # length generalisation (EXPERIMENTS.md section 12): addition trained at 3 digits or on 1..6 digits, both models,
+  # evaluated at 3, 6 and 12 digits (examples/experiments/length_generalisation.json), then each run's greedy
+  # decodes (fbt eval --traces_out, standard mode) and what they write (scripts/length_traces.py). FBT_LENGTH_SMOKE=1:
+  # a tiny model, 4 steps, 4 problems (ctest scripts.length_smoke).
+  out="${2:-runs/length}"
+  fbt="${FBT_BIN:-build/tools/fbt}"
+  [[ -x "$fbt" ]] || { echo "experiments.sh: $fbt not found; build first: bash scripts/build.sh build" >&2; exit 1; }
+  smoke=() n=100
+  if [[ -n "${FBT_LENGTH_SMOKE:-}" ]]; then
+    smoke=(--steps 4 --warmup_steps 1 --hidden_size 16 --num_hidden_layers 1 --num_attention_heads 2 --num_key_value_heads 2
+           --intermediate_size 32 --batch_size 2 --eval_windows 1 --seq_eval_windows 1 --task_examples 4 --seeds 1) n=4
+  fi
+  (set -x; "$fbt" ablate --grid examples/experiments/length_generalisation.json --out_dir "$out" --jobs "${FBT_JOBS:-2}" "${smoke[@]}")
+  python3 scripts/tables.py "$out" --kind tasks > "$out/tasks.md"
+  for ck in "$out"/*/checkpoint; do
+    run="$(dirname "$ck")" tr="$(dirname "$ck").traces.jsonl"
+    [[ -f "$tr" ]] || "$fbt" eval --checkpoint "$ck" --windows 1 --seq_windows 0 --task_examples "$n" --eval_lengths 1,2,4 \
+                               --traces_out "$tr" --traces_mode standard > "$run.traces.log"
+  done
+  python3 scripts/length_traces.py "$out"/*.traces.jsonl --json "$out/traces.json" | tee "$out/traces.md"
+  if [[ -n "${FBT_RESULTS_DIR:-}" ]]; then
+    mkdir -p "$FBT_RESULTS_DIR"
+    cp "$out"/summary.csv "$out"/tasks.md "$out"/traces.md "$out"/traces.json "$out"/*.traces.jsonl "$FBT_RESULTS_DIR/"
+    for r in "$out"/*/result.json; do
+      d="$FBT_RESULTS_DIR/$(basename "$(dirname "$r")")"
+      mkdir -p "$d" && cp "$r" "$(dirname "$r")/eval.jsonl" "$d/"
     done
   fi
   exit 0
