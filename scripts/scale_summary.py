@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """scale_summary.py: the scale ladder's table (docs/EXPERIMENTS.md, "Scale"; issue 48) from the rungs' results.
 
-    python3 scripts/scale_summary.py OUT_DIR [--json FILE] [--plots FIG_DIR]
+    python3 scripts/scale_summary.py OUT_DIR [--json FILE] [--plots FIG_DIR [--format svg|png]]
     python3 scripts/scale_summary.py --self-test
 
 OUT_DIR is scripts/experiments.sh scale's: OUT_DIR/<rung>/ (an `fbt ablate` out_dir, with multiplier.json from
@@ -89,7 +89,7 @@ def curves(out_dir):
     return out
 
 
-def plot(rows, out_dir, fig_dir):
+def plot(rows, out_dir, fig_dir, fmt="svg"):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -111,38 +111,47 @@ def plot(rows, out_dir, fig_dir):
         ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=mode)
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.axhline(1.5, color="grey", lw=0.8, ls="--")
-    ax.text(ax.get_xlim()[0], 1.52, " paper: 1.5x", color="grey", fontsize=8, va="bottom")
     ax.set_xscale("log")
+    ps = sorted({params_of(r["comment"]) for r in rows if params_of(r["comment"])})
+    ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ps))
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FixedFormatter(["%.2fM" % (p / 1e6) for p in ps]))
+    lo_y, hi_y = ax.get_ylim()
+    ax.set_ylim(min(lo_y, 0.9), max(hi_y, 1.6))
+    ax.text(0.01, 1.5, "paper: 1.5x", color="grey", fontsize=8, va="bottom", transform=ax.get_yaxis_transform())
     ax.set_xlabel("parameters (baseline)")
     ax.set_ylabel("token multiplier (mean, 95% CI over seeds)")
-    ax.set_title("Full-bandwidth vs baseline: tokens the baseline needs to match")
-    ax.legend(fontsize=8)
+    ax.set_title("Tokens the baseline needs to match the full-bandwidth model", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    for name in ("scale_multiplier.svg",):
-        fig.savefig(os.path.join(fig_dir, name))
-        written.append(os.path.join(fig_dir, name))
+    fig.savefig(os.path.join(fig_dir, "scale_multiplier." + fmt))
+    written.append(os.path.join(fig_dir, "scale_multiplier." + fmt))
     plt.close(fig)
     cs = curves(out_dir)
     if cs:
         fig, axes = plt.subplots(1, len(cs), figsize=(3.2 * len(cs), 3.4), squeeze=False)
         for ax, (rung, c) in zip(axes[0], sorted(cs.items())):
             ts = sorted(c["baseline"])
+            n = ts[0] if ts else min(t for t, _ in c["fbt"].values())  # N: the smallest budget
             if ts:
                 ms = [mean_ci(c["baseline"][t]) for t in ts]
-                ax.errorbar(ts, [m for m, _ in ms], yerr=[h or 0 for _, h in ms], marker="o", color="black", capsize=3, label="baseline")
-            for mode, marker in (("standard", "s"), ("fused(1)", "^"), ("fused(2)", "v")):
+                ax.errorbar([t / n for t in ts], [m for m, _ in ms], yerr=[h or 0 for _, h in ms], marker="o", color="black", capsize=3,
+                            label="baseline")
+            for k, (mode, marker) in enumerate((("standard", "s"), ("fused(1)", "^"), ("fused(2)", "v"))):
                 if mode in c["fbt"]:
                     t, xs = c["fbt"][mode]
                     m, h = mean_ci(xs)
-                    ax.errorbar([t], [m], yerr=[h or 0], marker=marker, ls="none", capsize=3, label="FBT " + mode)
-            ax.set_xscale("log")
-            ax.set_title(rung, fontsize=9)
-            ax.set_xlabel("training tokens")
+                    ax.errorbar([t / n + 0.04 * (k + 1)], [m], yerr=[h or 0], marker=marker, ls="none", capsize=3, label="FBT " + mode)
+            gp = os.path.join(out_dir, "grids", rung + ".json")
+            p = params_of(load(gp).get("comment", "")) if os.path.exists(gp) else None
+            ax.set_title("%s: %s, N = %.2fM tokens" % (rung, "%.2fM params" % (p / 1e6) if p else "", n / 1e6), fontsize=9)
+            ax.set_xticks([1, 1.5, 2])
+            ax.set_xlabel("training tokens / N")
         axes[0][0].set_ylabel("validation loss (nats/byte)")
         axes[0][-1].legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(os.path.join(fig_dir, "scale_loss_vs_tokens.svg"))
-        written.append(os.path.join(fig_dir, "scale_loss_vs_tokens.svg"))
+        fig.savefig(os.path.join(fig_dir, "scale_loss_vs_tokens." + fmt))
+        written.append(os.path.join(fig_dir, "scale_loss_vs_tokens." + fmt))
         plt.close(fig)
     return written
 
@@ -186,15 +195,17 @@ def main(argv):
     if len(argv) < 2 or argv[1].startswith("-"):
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    out_dir, json_out, fig_dir = argv[1], None, None
+    out_dir, json_out, fig_dir, fmt = argv[1], None, None, "svg"
     i = 2
     while i < len(argv):
         if argv[i] == "--json" and i + 1 < len(argv):
             json_out = argv[i + 1]
         elif argv[i] == "--plots" and i + 1 < len(argv):
             fig_dir = argv[i + 1]
+        elif argv[i] == "--format" and i + 1 < len(argv) and argv[i + 1] in ("svg", "png"):
+            fmt = argv[i + 1]
         else:
-            print("scale_summary.py: unknown argument %r (expected --json FILE or --plots DIR)" % argv[i], file=sys.stderr)
+            print("scale_summary.py: unknown argument %r (expected --json FILE, --plots DIR, --format svg|png)" % argv[i], file=sys.stderr)
             return 2
         i += 2
     rows, compute = summarise(out_dir)
@@ -221,7 +232,7 @@ def main(argv):
             print("| %s | %d | %.4f | %.4f | %+.2f%% (%+.2f%% to %+.2f%%) |" % (rung, o["processes"], o["standard_ms"], o["soft_ms"], 100 * o["overhead"],
                                                                        100 * o["min"], 100 * o["max"]))
     if fig_dir:
-        for f in plot(rows, out_dir, fig_dir):
+        for f in plot(rows, out_dir, fig_dir, fmt):
             print("\nwrote " + f)
     if json_out:
         with open(json_out, "w") as fh:
