@@ -163,8 +163,10 @@ def summarise(out_dir):
         grid_path = os.path.join(out_dir, "grids", rung + ".json")
         grid = load(grid_path) if os.path.exists(grid_path) else {}
         results = [load(p) for p in glob.glob(os.path.join(rung_dir, "*", "result.json"))]
-        secs = sum(r.get("seconds", 0.0) for r in results if r.get("status") == "done")
-        compute[rung] = {"runs": len(results), "done": sum(r.get("status") == "done" for r in results), "seconds": secs,
+        done = [r for r in results if r.get("status") == "done"]
+        secs = sum(r.get("cpu_seconds", r.get("seconds", 0.0)) for r in done)  # CPU time where recorded, else wall time
+        compute[rung] = {"runs": len(results), "done": len(done), "seconds": secs, "wall_seconds": sum(r.get("seconds", 0.0) for r in done),
+                         "cpu_recorded": sum("cpu_seconds" in r for r in done),
                          "soft_overhead": soft_overhead(rung_dir)}
         mj = os.path.join(rung_dir, "multiplier.json")
         if not os.path.exists(mj):
@@ -217,12 +219,14 @@ def main(argv):
         print("| %s | %s | %.3gM | %s | %d | %.4f | %s | %s |" % (r["rung"], "%.3gM" % (p / 1e6) if p else "?", r["tokens"] / 1e6, r["mode"],
                                                             len(r["seeds"]), r["loss_mean"], fmt_stats(r["loss_difference"], "{:+.4f}"), mult))
     total = sum(c["seconds"] for c in compute.values())
-    print("\nCompute (training seconds of the finished runs, summed from result.json):\n")
-    print("| rung | runs done | CPU-seconds | CPU-hours |")
-    print("|---|---|---|---|")
+    print("\nCompute (the finished runs' CPU seconds from result.json's cpu_seconds, their thread's CPU time; wall seconds")
+    print("where a run did not record it, which a shared machine inflates):\n")
+    print("| rung | runs done | CPU-seconds | CPU-hours | runs with CPU time | wall seconds |")
+    print("|---|---|---|---|---|---|")
     for rung, c in compute.items():
-        print("| %s | %d of %d | %.0f | %.2f |" % (rung, c["done"], c["runs"], c["seconds"], c["seconds"] / 3600))
-    print("| all | %d | %.0f | %.2f |" % (sum(c["done"] for c in compute.values()), total, total / 3600))
+        print("| %s | %d of %d | %.0f | %.2f | %d | %.0f |" % (rung, c["done"], c["runs"], c["seconds"], c["seconds"] / 3600, c["cpu_recorded"], c["wall_seconds"]))
+    print("| all | %d | %.0f | %.2f | %d | %.0f |" % (sum(c["done"] for c in compute.values()), total, total / 3600,
+                                              sum(c["cpu_recorded"] for c in compute.values()), sum(c["wall_seconds"] for c in compute.values())))
     ovs = [(rung, c["soft_overhead"]) for rung, c in compute.items() if c.get("soft_overhead")]
     if ovs:
         print("\nSoft-decoding overhead (bench_e2e --measure %s with each rung's shape, one thread, one line per process):\n" % ovs[0][1]["measure"])
@@ -248,7 +252,7 @@ def self_test():
         for name, secs in (("fuser=glu+tokens=8192+seed=1", 10.0), ("fuser=none+tokens=8192+seed=1", 5.5)):
             os.makedirs(os.path.join(t, "r0", name))
             with open(os.path.join(t, "r0", name, "result.json"), "w") as fh:
-                json.dump({"status": "done", "seconds": secs}, fh)
+                json.dump({"status": "done", "seconds": secs, **({"cpu_seconds": secs - 1} if "glu" in name else {})}, fh)
         with open(os.path.join(t, "r0", "multiplier.json"), "w") as fh:
             json.dump({"fbt": [{"mode": "standard", "tokens": 8192, "seeds": ["1", "2"], "loss": [2.0, 2.2],
                                 "loss_difference_stats": {"mean": -0.01, "ci95": [-0.03, 0.01]},
@@ -267,7 +271,8 @@ def self_test():
         assert c["baseline"] == {8192: [1.9, 2.1]} and c["fbt"]["fused(1)"] == (8192, [2.1]), c
         m, h = mean_ci([1.9, 2.1])
         assert abs(m - 2.0) < 1e-12 and abs(h - 12.706 * 0.1414213562 / math.sqrt(2)) < 1e-6, (m, h)
-        assert compute["r0"]["seconds"] == 15.5 and compute["r0"]["done"] == 2, compute
+        assert compute["r0"]["seconds"] == 14.5 and compute["r0"]["wall_seconds"] == 15.5 and compute["r0"]["done"] == 2, compute
+        assert compute["r0"]["cpu_recorded"] == 1, compute
         assert params_of("rung r0: D 64, 123648 parameters (baseline); N") == 123648
         assert fmt_stats({"mean": 1.2, "ci95": [0.9, 1.5]}, "{:.2f}", "x") == "1.20x [0.90x, 1.50x]"
     print("scale_summary.py self-test: ok")

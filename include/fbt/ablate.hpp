@@ -34,6 +34,7 @@
 #include <sstream>
 #include <thread>
 
+#include <time.h>
 #include <unistd.h>
 
 #include "fbt/train/task_eval.hpp"
@@ -464,6 +465,14 @@ inline void write_summary_csv(const std::string& out_dir, const std::vector<Abla
   detail::write_text_atomic(out_dir + "/summary.csv", s);
 }
 
+/// CPU seconds the calling thread has used (CLOCK_THREAD_CPUTIME_ID): a run's compute when it trains on its
+/// own thread with threads 1, whatever else shares the machine; -1 where the clock is missing.
+inline double thread_cpu_seconds() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return -1;
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
 /// \brief Trains (or resumes) one run and writes its result.json. `progress` gets the step after every step.
 /// With comm (fbt ablate --distributed mpi; collective): the run trains over all of comm's ranks, and rank 0
 /// alone evaluates it at the end and writes result.json (the other ranks return its training status).
@@ -471,6 +480,7 @@ inline nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run
   namespace fs = std::filesystem;
   const std::string dir = g.out_dir + "/" + run.name, ck = dir + "/checkpoint";
   const auto t0 = std::chrono::steady_clock::now();
+  const double cpu0 = thread_cpu_seconds();
   nlohmann::json res{{"name", run.name}, {"config", to_json(run.cfg)}, {"steps", run.cfg.steps}};
   res["overrides"] = nlohmann::json::array();
   for (const auto& kv : run.overrides) res["overrides"].push_back({kv.first, kv.second});
@@ -531,6 +541,9 @@ inline nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run
     }
   });
   res["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // this invocation's CPU time on the run's thread: with threads 1 its compute even on a shared machine (seconds
+  // is wall time; a resumed run counts this invocation only, in both)
+  if (run.cfg.threads == 1 && cpu0 >= 0) res["cpu_seconds"] = thread_cpu_seconds() - cpu0;
   if (comm && comm->rank() != 0) return res;
   fs::create_directories(dir);
   detail::write_text_atomic(dir + "/result.json", res.dump(2) + "\n");

@@ -272,6 +272,11 @@ TEST_F(AblateFiles, RunsAGridWritesResultsAndSummaryAndSkipsFinishedRuns) {
     EXPECT_TRUE(r.at("tasks").contains("standard@2x"));
     EXPECT_EQ(r.at("tasks").at("standard@2x").at("length_mult"), 2);
     if (fb) EXPECT_EQ(r.at("eval").at("contraction").at("loss").size(), 3u);
+    // the run's compute: its thread's CPU time (threads 1), positive and within its wall time (two jobs at once
+    // on however many cores: never more than the run's own wall seconds, plus the clocks' granularity)
+    ASSERT_TRUE(r.contains("cpu_seconds")) << r.dump();
+    EXPECT_GT(r.at("cpu_seconds").get<double>(), 0);
+    EXPECT_LE(r.at("cpu_seconds").get<double>(), r.at("seconds").get<double>() + 0.01);
   }
   auto csv = lines(g.out_dir + "/summary.csv");
   ASSERT_EQ(csv.size(), 3u);
