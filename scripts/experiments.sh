@@ -96,7 +96,9 @@ if [[ "${1:-}" == length ]]; then
     [[ -f "$tr" ]] || "$fbt" eval --checkpoint "$ck" --windows 1 --seq_windows 0 --task_examples "$n" --eval_lengths 1,2,4 \
                                --traces_out "$tr" --traces_mode standard > "$run.traces.log"
   done
-  python3 scripts/length_traces.py "$out"/*.traces.jsonl --json "$out/traces.json" | tee "$out/traces.md"
+  mixed="task_max_difficulty=6+task_min_difficulty=1"  # each arm's full-bandwidth model against its baseline on the same problems
+  python3 scripts/length_traces.py "$out"/*.traces.jsonl --json "$out/traces.json" --compare fuser=glu fuser=none \
+    --compare doc_attention=causal+fuser=glu doc_attention=causal+fuser=none --compare "fuser=glu+$mixed" "fuser=none+$mixed" | tee "$out/traces.md"
   if [[ -n "${FBT_RESULTS_DIR:-}" ]]; then
     mkdir -p "$FBT_RESULTS_DIR"
     cp "$out"/summary.csv "$out"/tasks.md "$out"/traces.md "$out"/traces.json "$out"/*.traces.jsonl "$FBT_RESULTS_DIR/"

@@ -2,7 +2,7 @@
 """length_traces.py: what a model writes for additions longer than it was trained on (docs/EXPERIMENTS.md
 section 12, length generalisation; issue 48).
 
-    python3 scripts/length_traces.py TRACES.jsonl [TRACES.jsonl ...] [--json OUT]
+    python3 scripts/length_traces.py TRACES.jsonl [TRACES.jsonl ...] [--json OUT] [--compare RUN_A RUN_B ...]
     python3 scripts/length_traces.py --self-test
 
 TRACES.jsonl are `fbt eval --task_examples N --eval_lengths 1,2,4 --traces_out FILE` files ({"prompt", "response"}
@@ -12,8 +12,14 @@ through (full level: its "a+b=s cK" steps; compressed: its column sums; 0 for an
 of answers whose length is the trained operand length + 0/1 (the template), and the right-aligned digit
 accuracy: the share of answers whose k lowest digits are right, for k = 1, 3 and d (a model that adds the low
 columns right and stops writes the right low digits and too few high ones).
+
+--compare RUN_A RUN_B (repeatable) compares two models on the same problems: the files named RUN_A+seed=S.traces.jsonl
+and RUN_B+seed=S.traces.jsonl (fbt ablate's run names) are paired by seed and by prompt, and per operand length it
+prints the problems, each model's right answers, b (right only under A), c (right only under B) and McNemar's exact
+two-sided p (the seeds' pairs pooled: each is a pair of models trained with one seed).
 """
 import json
+import math
 import os
 import re
 import statistics
@@ -75,6 +81,53 @@ def summarise(path):
     return out
 
 
+def correctness(path):
+    """{prompt: (right, digits)} of one traces file."""
+    out = {}
+    with open(path) as fh:
+        for line in fh:
+            if line.strip():
+                j = json.loads(line)
+                p = parse(j["prompt"], j["response"])
+                if p:
+                    out[j["prompt"]] = (p["answer"] == p["truth"], p["digits"])
+    return out
+
+
+def mcnemar_p(b, c):
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
+
+
+def compare(files, a, b):
+    """Rows per operand length: the pairs of files a+seed=S / b+seed=S among files, paired by prompt."""
+    by = {}
+    for f in files:
+        m = re.match(r"(.*)\+seed=(\d+)\.traces\.jsonl$", os.path.basename(f))
+        if m:
+            by[(m.group(1), m.group(2))] = f
+    seeds = sorted(s for (run, s) in by if run == a and (b, s) in by)
+    rows = {}
+    for sd in seeds:
+        ca, cb = correctness(by[(a, sd)]), correctness(by[(b, sd)])
+        for prompt, (ra, d) in ca.items():
+            if prompt not in cb:
+                continue
+            rb = cb[prompt][0]
+            r = rows.setdefault(d, {"n": 0, "a": 0, "b": 0, "b_only": 0, "c_only": 0})
+            r["n"] += 1
+            r["a"] += ra
+            r["b"] += rb
+            r["b_only"] += ra and not rb
+            r["c_only"] += rb and not ra
+    for r in rows.values():
+        r["p"] = mcnemar_p(r["b_only"], r["c_only"])
+    return seeds, dict(sorted(rows.items()))
+
+
 def fmt(x, f="%.2f"):
     return "-" if x is None else f % x
 
@@ -82,11 +135,13 @@ def fmt(x, f="%.2f"):
 def main(argv):
     if len(argv) >= 2 and argv[1] == "--self-test":
         return self_test()
-    files, json_out = [], None
+    files, json_out, pairs = [], None, []
     i = 1
     while i < len(argv):
         if argv[i] == "--json" and i + 1 < len(argv):
             json_out = argv[i + 1]; i += 2
+        elif argv[i] == "--compare" and i + 2 < len(argv):
+            pairs.append((argv[i + 1], argv[i + 2])); i += 3
         elif argv[i].startswith("-"):
             print("length_traces.py: unknown argument %r" % argv[i], file=sys.stderr)
             return 2
@@ -105,9 +160,18 @@ def main(argv):
             print("| %s | %d | %d | %s | %s (%s) / %s | %s (%s), %d | %s | %s | %s |" % (
                 os.path.basename(f), r["digits"], r["n"], fmt(r["accuracy"]), fmt(r["answer_digits"], "%g"), fmt(r["answer_digits_max"], "%d"),
                 fmt(r["true_digits"], "%g"), fmt(r["columns"], "%g"), fmt(r["columns_max"], "%d"), r["traced"], fmt(r["low1"]), fmt(r["low3"]), fmt(r["lowd"])))
+    comps = []
+    for a, b in pairs:
+        seeds, rows = compare(files, a, b)
+        comps.append({"a": a, "b": b, "seeds": seeds, "rows": rows})
+        print("\n%s (A) against %s (B), seeds %s, the same problems:\n" % (a, b, ", ".join(seeds) or "none"))
+        print("| digits | pairs | A right | B right | b (A only) | c (B only) | McNemar p |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        for d, r in rows.items():
+            print("| %d | %d | %d | %d | %d | %d | %.3g |" % (d, r["n"], r["a"], r["b"], r["b_only"], r["c_only"], r["p"]))
     if json_out:
         with open(json_out, "w") as fh:
-            json.dump(allr, fh, indent=1)
+            json.dump({"files": allr, "compare": comps}, fh, indent=1)
     return 0
 
 
@@ -130,6 +194,13 @@ def self_test():
         assert [r["digits"] for r in rs] == [3, 6], rs
         assert rs[0]["accuracy"] == 0.5 and rs[0]["low1"] == 0.5 and rs[0]["columns"] == 3 and rs[0]["traced"] == 1, rs[0]
         assert rs[1]["accuracy"] == 0 and rs[1]["low3"] == 1.0 and rs[1]["lowd"] == 0 and rs[1]["answer_digits"] == 4, rs[1]
+        for run, resp in (("A", "11 13 8\n#### 831\n"), ("B", "#### 832\n")):
+            for sd in ("1", "2"):
+                with open(os.path.join(t, "%s+seed=%s.traces.jsonl" % (run, sd)), "w") as fh:
+                    fh.write(json.dumps({"prompt": "472+359=?\n", "response": resp}) + "\n")
+        seeds, rows = compare([os.path.join(t, "%s+seed=%s.traces.jsonl" % (r, sd)) for r in "AB" for sd in "12"], "A", "B")
+        assert seeds == ["1", "2"] and rows[3] == {"n": 2, "a": 2, "b": 0, "b_only": 2, "c_only": 0, "p": 0.5}, rows
+        assert mcnemar_p(9, 3) == 2 * sum(math.comb(12, i) for i in range(4)) / 2 ** 12
     print("length_traces.py self-test: ok")
     return 0
 
