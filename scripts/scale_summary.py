@@ -165,7 +165,8 @@ def summarise(out_dir):
         results = [load(p) for p in glob.glob(os.path.join(rung_dir, "*", "result.json"))]
         done = [r for r in results if r.get("status") == "done"]
         secs = sum(r.get("cpu_seconds", r.get("seconds", 0.0)) for r in done)  # CPU time where recorded, else wall time
-        compute[rung] = {"runs": len(results), "done": len(done), "seconds": secs, "wall_seconds": sum(r.get("seconds", 0.0) for r in done),
+        planned = len(grid.get("runs", [])) * len(grid.get("seeds", [1]))  # the grid's runs, finished or not
+        compute[rung] = {"runs": max(planned, len(results)), "done": len(done), "seconds": secs, "wall_seconds": sum(r.get("seconds", 0.0) for r in done),
                          "cpu_recorded": sum("cpu_seconds" in r for r in done),
                          "soft_overhead": soft_overhead(rung_dir)}
         mj = os.path.join(rung_dir, "multiplier.json")
