@@ -21,11 +21,10 @@ import json
 import math
 import os
 import re
-import statistics
 import sys
 import tempfile
 
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+from tinterval import mean_ci  # scripts/tinterval.py
 
 
 def model_key(path):
@@ -50,13 +49,6 @@ def load_cells(path):
     for c in d["cells"]:
         out[(c["mode"], c.get("setting") or "all", int(c["depth"]))] = c
     return out, d.get("depths", 0)
-
-
-def mean_ci(xs):
-    m = sum(xs) / len(xs)
-    if len(xs) < 2:
-        return m, None
-    return m, T95.get(len(xs) - 1, 1.96) * statistics.stdev(xs) / math.sqrt(len(xs))
 
 
 def depth_name(d, depths):

@@ -24,7 +24,7 @@ import statistics
 import sys
 import tempfile
 
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+from tinterval import mean_ci  # scripts/tinterval.py
 
 
 def load(path):
@@ -39,15 +39,6 @@ def fmt_stats(st, f="{:.3f}", unit=""):
         return f.format(st["mean"]) + unit + " (1 seed)"
     lo, hi = st["ci95"]
     return f.format(st["mean"]) + unit + " [" + f.format(lo) + unit + ", " + f.format(hi) + unit + "]"
-
-
-def mean_ci(xs):
-    """Mean and Student-t 95% half-width of a list (half-width None for one value)."""
-    m = sum(xs) / len(xs)
-    if len(xs) < 2:
-        return m, None
-    sd = statistics.stdev(xs)
-    return m, T95.get(len(xs) - 1, 1.96) * sd / math.sqrt(len(xs))
 
 
 def soft_overhead(rung_dir):
