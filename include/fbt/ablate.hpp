@@ -30,9 +30,11 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <time.h>
 #include <unistd.h>
@@ -481,6 +483,8 @@ inline nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run
   const std::string dir = g.out_dir + "/" + run.name, ck = dir + "/checkpoint";
   const auto t0 = std::chrono::steady_clock::now();
   const double cpu0 = thread_cpu_seconds();
+  std::vector<double> cpu_by_rank;  // (ranks) with comm: each rank's CPU seconds of training; rank 0's then gets its evaluation
+  double cpu_train_end = -1;        // rank's thread CPU clock when that was gathered
   nlohmann::json res{{"name", run.name}, {"config", to_json(run.cfg)}, {"steps", run.cfg.steps}};
   res["overrides"] = nlohmann::json::array();
   for (const auto& kv : run.overrides) res["overrides"].push_back({kv.first, kv.second});
@@ -503,6 +507,12 @@ inline nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run
       t->progress_counter = progress;
       if (progress) progress->store(t->step);
       if (t->step < t->cfg.steps) t->run(nullptr);
+      if (comm && run.cfg.threads == 1) {  // every rank's training CPU time, gathered on every rank (collective)
+        cpu_by_rank.assign(std::size_t(comm->size()), 0.0);
+        cpu_by_rank[std::size_t(comm->rank())] = std::max(0.0, thread_cpu_seconds() - cpu0);
+        comm->allreduce_sum(cpu_by_rank.data(), cpu_by_rank.size());
+        cpu_train_end = thread_cpu_seconds();
+      }
       if (comm && comm->rank() != 0) {  // rank 0 evaluates and writes the result
         res["status"] = "done";
         return;
@@ -542,8 +552,18 @@ inline nlohmann::json run_ablation(const AblationGrid& g, const AblationRun& run
   });
   res["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // this invocation's CPU time on the run's thread: with threads 1 its compute even on a shared machine (seconds
-  // is wall time; a resumed run counts this invocation only, in both)
-  if (run.cfg.threads == 1 && cpu0 >= 0) res["cpu_seconds"] = thread_cpu_seconds() - cpu0;
+  // is wall time; a resumed run counts this invocation only, in both). Over MPI ranks it is the sum over the
+  // ranks (cpu_seconds_by_rank: each rank's, rank 0's with the final evaluation), the compute a cluster spent.
+  if (run.cfg.threads == 1 && cpu0 >= 0) {
+    if (!cpu_by_rank.empty() && cpu_train_end >= 0) {
+      cpu_by_rank[0] += std::max(0.0, thread_cpu_seconds() - cpu_train_end);  // (only rank 0 writes the result)
+      res["cpu_seconds_by_rank"] = cpu_by_rank;
+      res["cpu_seconds"] = std::accumulate(cpu_by_rank.begin(), cpu_by_rank.end(), 0.0);
+    } else {
+      res["cpu_seconds"] = thread_cpu_seconds() - cpu0;
+    }
+  }
+  if (comm) res["ranks"] = comm->size();
   if (comm && comm->rank() != 0) return res;
   fs::create_directories(dir);
   detail::write_text_atomic(dir + "/result.json", res.dump(2) + "\n");
