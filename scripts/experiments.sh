@@ -58,7 +58,8 @@ if [[ "${1:-}" == scale ]]; then
   done
   python3 scripts/scale_summary.py "$out" --json "$out/scale.json" --plots "$out/figures" | tee "$out/scale.md"
   # FBT_RESULTS_DIR=DIR: also copy what docs/EXPERIMENTS.md quotes (the corpus manifest, the grids, the tables, each
-  # run's result.json and eval.jsonl; not the corpus, checkpoints or train.jsonl) into DIR
+  # run's result.json and eval.jsonl; not the corpus, checkpoints or train.jsonl) into DIR; result.json's data paths
+  # (recorded absolute) are written relative to the repository root, so the record names no machine's directories
   if [[ -n "${FBT_RESULTS_DIR:-}" ]]; then
     mkdir -p "$FBT_RESULTS_DIR/grids"
     cp "$corpus/corpus.json" "$out/rungs.md" "$out/scale.md" "$out/scale.json" "$FBT_RESULTS_DIR/"
@@ -70,7 +71,7 @@ if [[ "${1:-}" == scale ]]; then
       if [[ -f "$out/$rung/soft_overhead.jsonl" ]]; then cp "$out/$rung/soft_overhead.jsonl" "$FBT_RESULTS_DIR/$rung/"; fi
       for r in "$out/$rung"/*/result.json; do
         d="$FBT_RESULTS_DIR/$rung/$(basename "$(dirname "$r")")"
-        mkdir -p "$d" && cp "$r" "$(dirname "$r")/eval.jsonl" "$d/"
+        mkdir -p "$d" && cp "$(dirname "$r")/eval.jsonl" "$d/" && sed "s#\"$PWD/#\"#g" "$r" > "$d/result.json"
       done
     done
   fi

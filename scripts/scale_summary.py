@@ -88,6 +88,10 @@ def plot(rows, out_dir, fig_dir, fmt="svg"):
     except ImportError:
         print("scale_summary.py: no matplotlib (python3-matplotlib): figures skipped", file=sys.stderr)
         return []
+    if fmt == "svg":  # as scripts/plots.py: stable ids and no date, so the same data gives the same file
+        matplotlib.rcParams["svg.hashsalt"] = "fbt"
+        matplotlib.rcParams["svg.fonttype"] = "none"
+    meta = {"Date": None} if fmt == "svg" else {}
     os.makedirs(fig_dir, exist_ok=True)
     written = []
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -115,7 +119,7 @@ def plot(rows, out_dir, fig_dir, fmt="svg"):
     ax.set_title("Tokens the baseline needs to match the full-bandwidth model", fontsize=10)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    fig.savefig(os.path.join(fig_dir, "scale_multiplier." + fmt))
+    fig.savefig(os.path.join(fig_dir, "scale_multiplier." + fmt), metadata=meta)
     written.append(os.path.join(fig_dir, "scale_multiplier." + fmt))
     plt.close(fig)
     cs = curves(out_dir)
@@ -141,7 +145,7 @@ def plot(rows, out_dir, fig_dir, fmt="svg"):
         axes[0][0].set_ylabel("validation loss (nats/byte)")
         axes[0][-1].legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(os.path.join(fig_dir, "scale_loss_vs_tokens." + fmt))
+        fig.savefig(os.path.join(fig_dir, "scale_loss_vs_tokens." + fmt), metadata=meta)
         written.append(os.path.join(fig_dir, "scale_loss_vs_tokens." + fmt))
         plt.close(fig)
     return written
